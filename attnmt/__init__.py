@@ -1,0 +1,13 @@
+"""attnmt: neural machine translation with seq2seq, RNNsearch (attention) and the Transformer."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+
+def load(model_dir, checkpoint: str = "best", device: str = "cpu"):
+    """Load a trained model folder; returns a Translator whose `translate(sentences, beam=...)`
+    gives text, source and target tokens and the attention matrix of each sentence."""
+    from attnmt.translator import load as _load
+
+    return _load(model_dir, checkpoint=checkpoint, device=device)

@@ -1,0 +1,184 @@
+"""The `attnmt` command: parses arguments and calls library functions, nothing more.
+
+Every user-facing problem (a missing file, bad UTF-8, a wrong config key...) is one line on stderr
+and exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from attnmt.errors import UserError
+
+
+def _refuse_overwrite(path: Path, overwrite: bool) -> None:
+    if path.exists() and not overwrite:
+        raise UserError(f"{path} exists; choose another output path or pass --overwrite")
+
+
+def _read_input(path: str | None) -> list[str]:
+    from attnmt.data.corpus import read_lines, read_stream
+
+    return read_lines(path) if path and path != "-" else read_stream(sys.stdin.buffer, "<stdin>")
+
+
+def cmd_demo(args) -> None:
+    from attnmt.demo import run_demo
+
+    run_demo(args.out, quick=args.quick, overwrite=args.overwrite)
+
+
+def cmd_train(args) -> None:
+    from attnmt.config import load_config
+    from attnmt.train import train
+
+    config = load_config(args.config, args.set)
+    model_dir = Path(args.model_dir or Path("models") / config.name)
+    result = train(config, model_dir, resume=args.resume, overwrite=args.overwrite)
+    print(f"{model_dir}: {result.state.step} steps, stopped by {result.state.stop_reason}; "
+          f"best validation loss {result.state.best_valid_loss:.4f}")
+
+
+def cmd_translate(args) -> None:
+    from attnmt.translator import load
+
+    translator = load(args.model, checkpoint=args.checkpoint)
+    sentences = _read_input(args.input)
+    out = sys.stdout
+    if args.output:
+        _refuse_overwrite(Path(args.output), args.overwrite)
+        out = open(args.output, "w", encoding="utf-8")
+    try:
+        translations = translator.translate(sentences, beam=args.beam, n_best=args.n_best)
+        for i, tr in enumerate(translations):
+            if args.n_best > 1:
+                for option in tr.n_best or [tr]:
+                    out.write(f"{i} ||| {option.text} ||| {option.score:.4f}\n")
+            else:
+                out.write(tr.text + "\n")
+    finally:
+        if out is not sys.stdout:
+            out.close()
+
+
+def cmd_evaluate(args) -> None:
+    from attnmt.evaluate import evaluate_translator
+    from attnmt.translator import load
+
+    translator = load(args.model, checkpoint=args.checkpoint)
+    report = evaluate_translator(translator, args.src, args.ref, beam=args.beam, tokenize=args.tokenize,
+                                 lowercase=args.lowercase)
+    print(report.render())
+    if args.json:
+        _refuse_overwrite(Path(args.json), args.overwrite)
+        Path(args.json).write_text(report.to_json(), encoding="utf-8")
+
+
+def cmd_plot_attention(args) -> None:
+    from attnmt.translator import load
+    from attnmt.viz.heatmap import plot_attention
+
+    out = Path(args.out)
+    _refuse_overwrite(out, args.overwrite)
+    translator = load(args.model, checkpoint=args.checkpoint)
+    if not args.sentence.strip():
+        raise UserError("plot-attention: the sentence is empty; pass the sentence to translate in quotes")
+    tr = translator.translate([args.sentence], beam=args.beam)[0]
+    if tr.attention is None:
+        raise UserError(f"plot-attention: {args.model} is a {translator.model_type} model, which has no attention; "
+                        "use an rnnsearch or transformer model")
+    plot_attention(tr.attention, tr.src_tokens, tr.tgt_tokens + ["</s>"], out, title=tr.text)
+    print(f"{tr.text}\n{out}")
+
+
+def cmd_data(args) -> None:
+    from attnmt.data.download import download_multi30k
+
+    if args.dataset != "multi30k":
+        raise UserError(f"data: unknown dataset {args.dataset!r}; available: multi30k")
+    download_multi30k(Path(args.dest), from_dir=Path(args.from_dir) if args.from_dir else None,
+                      overwrite=args.overwrite)
+    print(f"multi30k files in {args.dest}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="attnmt", description="Neural machine translation with attention.")
+    from attnmt import __version__
+
+    parser.add_argument("--version", action="version", version=f"attnmt {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("demo", help="train seq2seq and rnnsearch on the built-in language and compare them")
+    p.add_argument("--out", default="attnmt-demo", help="output folder (default: attnmt-demo)")
+    p.add_argument("--quick", action="store_true", help="a smaller demo that runs in about a minute")
+    p.add_argument("--overwrite", action="store_true", help="replace a non-empty output folder")
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("train", help="train a model from a YAML config")
+    p.add_argument("config", help="YAML config (see configs/)")
+    p.add_argument("--model-dir", help="output model folder (default: models/<config name>)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config value, e.g. --set train.lr=0.0005 (repeatable)")
+    p.add_argument("--resume", action="store_true", help="continue from the folder's last checkpoint")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing model folder")
+    p.set_defaults(func=cmd_train)
+
+    def model_args(p):
+        p.add_argument("--model", required=True, help="trained model folder")
+        p.add_argument("--checkpoint", default="best", choices=["best", "last"])
+        p.add_argument("--beam", type=int, default=None, help="beam size (1 = greedy; default from the config)")
+
+    p = sub.add_parser("translate", help="translate sentences (stdin or --input), one per line")
+    model_args(p)
+    p.add_argument("--input", help="input file (default: stdin)")
+    p.add_argument("--output", help="output file (default: stdout)")
+    p.add_argument("--n-best", type=int, default=1, help="print the N best hypotheses as 'i ||| text ||| score'")
+    p.add_argument("--overwrite", action="store_true")
+    p.set_defaults(func=cmd_translate)
+
+    p = sub.add_parser("evaluate", help="BLEU and chrF (sacreBLEU) of a model on a test set, also by length")
+    model_args(p)
+    p.add_argument("--src", required=True, help="source sentences")
+    p.add_argument("--ref", required=True, help="reference translations")
+    p.add_argument("--tokenize", default="13a", help="sacreBLEU tokenizer (13a, none, zh, intl, ...)")
+    p.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU")
+    p.add_argument("--json", help="also write the scores as JSON to this file")
+    p.add_argument("--overwrite", action="store_true")
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("plot-attention", help="draw the attention heatmap of one sentence")
+    model_args(p)
+    p.add_argument("sentence")
+    p.add_argument("--out", default="attention.png")
+    p.add_argument("--overwrite", action="store_true")
+    p.set_defaults(func=cmd_plot_attention)
+
+    p = sub.add_parser("data", help="fetch a public corpus")
+    p.add_argument("dataset", help="multi30k")
+    p.add_argument("dest", help="destination folder")
+    p.add_argument("--from", dest="from_dir", help="copy from a local folder with the official file names")
+    p.add_argument("--overwrite", action="store_true")
+    p.set_defaults(func=cmd_data)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        args.func(args)
+    except UserError as e:
+        print(f"attnmt: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("attnmt: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,285 @@
+"""Configuration: one typed, documented dataclass tree, loaded from YAML.
+
+Every field is documented where it is declared. `load_config` reads a YAML file, applies
+`--set section.key=value` overrides and validates everything: an unknown key is an error that
+names the closest valid one; a wrong type or an out-of-range value names the key, the value and
+what is allowed. Relative paths in a config file are resolved against the file's folder.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+import yaml
+
+from attnmt.errors import UserError
+
+
+@dataclass
+class DataConfig:
+    """Where the parallel text comes from and how it becomes token ids."""
+
+    train_src: Optional[str] = None  # source side of the training corpus (plain or .gz)
+    train_tgt: Optional[str] = None  # target side, line-aligned with train_src
+    train_tsv: Optional[str] = None  # alternative: one TSV file, source TAB target
+    valid_src: Optional[str] = None
+    valid_tgt: Optional[str] = None
+    valid_tsv: Optional[str] = None
+    test_src: Optional[str] = None
+    test_tgt: Optional[str] = None
+    synthetic: bool = False  # use the built-in synthetic language instead of files
+    synthetic_train: int = 20000  # sentence pairs generated for training (synthetic only)
+    synthetic_valid: int = 500
+    synthetic_min_len: int = 4
+    synthetic_max_len: int = 60
+    src_lang: str = "src"
+    tgt_lang: str = "tgt"
+    tokenizer: Literal["bpe", "unigram", "word"] = "bpe"
+    vocab_size: int = 8000  # subword vocabulary size (bpe / unigram)
+    joint_vocab: bool = False  # one tokenizer and vocabulary shared by both languages
+    lowercase: bool = False  # word tokenizer only
+    max_vocab: Optional[int] = None  # word tokenizer: keep at most this many tokens per side
+    min_freq: int = 1  # word tokenizer: drop rarer tokens (they become <unk>)
+    max_len: int = 100  # training pairs with a longer side (in tokens) are dropped and counted
+
+    def __post_init__(self) -> None:
+        _check_range("data.vocab_size", self.vocab_size, 8, None)
+        _check_range("data.max_len", self.max_len, 1, None)
+        _check_range("data.min_freq", self.min_freq, 1, None)
+        _check_range("data.synthetic_min_len", self.synthetic_min_len, 2, None)
+        _check_range("data.synthetic_max_len", self.synthetic_max_len, self.synthetic_min_len, None)
+
+
+@dataclass
+class ModelConfig:
+    """The architecture. Names follow the papers."""
+
+    type: Literal["seq2seq", "rnnsearch", "transformer"] = "rnnsearch"
+    cell: Literal["lstm", "gru"] = "lstm"
+    emb_size: int = 256
+    hidden_size: int = 256  # per direction for the encoder of rnnsearch
+    enc_layers: int = 1
+    dec_layers: int = 1
+    dropout: float = 0.2
+    tie_embeddings: bool = False  # share the target embedding matrix with the output layer
+    reverse_source: bool = False  # seq2seq: feed the source backwards (Sutskever et al. 2014)
+    attention: Literal["bahdanau", "luong_dot", "luong_general", "luong_concat"] = "bahdanau"
+    attn_size: Optional[int] = None  # width of the additive attention layer (default hidden_size)
+    input_feeding: bool = False  # Luong et al. 2015: feed the attentional vector to the next step
+    # Transformer (Vaswani et al. 2017)
+    d_model: int = 256
+    n_heads: int = 4
+    ff_size: int = 1024
+    share_embeddings: bool = False  # one embedding for source and target (needs a joint vocab)
+
+    def __post_init__(self) -> None:
+        for name in ("emb_size", "hidden_size", "enc_layers", "dec_layers", "d_model", "n_heads", "ff_size"):
+            _check_range(f"model.{name}", getattr(self, name), 1, None)
+        _check_range("model.dropout", self.dropout, 0.0, 0.99)
+        if self.d_model % self.n_heads:
+            raise UserError(
+                f"config: model.d_model={self.d_model} is not divisible by model.n_heads={self.n_heads}; "
+                "choose sizes with d_model % n_heads == 0"
+            )
+
+
+@dataclass
+class TrainConfig:
+    """Optimisation, validation and stopping."""
+
+    seed: int = 1
+    batch_tokens: int = 4096  # token budget of a batch (padded, over the larger side)
+    batch_size: Optional[int] = None  # if set: batches of this many sentences instead of a token budget
+    max_steps: int = 100000
+    max_epochs: int = 100
+    max_time_s: Optional[float] = None  # stop after this much wall time (a checkpoint is written)
+    optimizer: Literal["adam"] = "adam"
+    lr: float = 1e-3
+    scheduler: Literal["plateau", "noam", "none"] = "plateau"
+    lr_decay: float = 0.5  # plateau: multiply the learning rate by this ...
+    lr_patience: int = 3  # ... after this many validations without improvement
+    min_lr: float = 1e-5
+    warmup_steps: int = 4000  # noam
+    clip_grad_norm: float = 5.0
+    label_smoothing: float = 0.0
+    valid_every: int = 500  # steps between validations
+    valid_bleu_sample: int = 200  # sentences of the validation set decoded for BLEU (0: none)
+    early_stopping_patience: int = 10  # validations without improvement of the validation loss
+    log_every: int = 50
+    threads: Optional[int] = None  # torch intra-op threads (default: physical cores)
+    device: str = "cpu"
+    nan_policy: Literal["skip", "stop"] = "stop"  # on a NaN / infinite loss
+    progress: bool = True  # show a progress bar
+    tensorboard: bool = True
+
+    def __post_init__(self) -> None:
+        _check_range("train.batch_tokens", self.batch_tokens, 1, None)
+        _check_range("train.lr", self.lr, 0.0, None, inclusive_low=False)
+        _check_range("train.label_smoothing", self.label_smoothing, 0.0, 0.99)
+        _check_range("train.valid_every", self.valid_every, 1, None)
+        _check_range("train.max_steps", self.max_steps, 1, None)
+        if self.batch_size is not None:
+            _check_range("train.batch_size", self.batch_size, 1, None)
+
+
+@dataclass
+class DecodeConfig:
+    """Search settings used by validation, `translate` and `evaluate` unless overridden."""
+
+    beam: int = 5
+    length_penalty: float = 1.0  # GNMT alpha; 0 disables
+    max_len_a: float = 1.5  # maximum output length = a * source length + b
+    max_len_b: int = 10
+    max_len_cap: Optional[int] = None  # absolute cap on the output length
+    batch_size: int = 64
+
+    def __post_init__(self) -> None:
+        _check_range("decode.beam", self.beam, 1, 100)
+        _check_range("decode.length_penalty", self.length_penalty, 0.0, 10.0)
+
+
+@dataclass
+class Config:
+    """A whole training run."""
+
+    name: str = "model"
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+
+PATH_FIELDS = {"train_src", "train_tgt", "train_tsv", "valid_src", "valid_tgt", "valid_tsv", "test_src", "test_tgt"}
+
+
+def _check_range(key: str, value: Any, low: Any, high: Any, inclusive_low: bool = True) -> None:
+    too_low = low is not None and (value < low if inclusive_low else value <= low)
+    if too_low or (high is not None and value > high):
+        bounds = f"{'>=' if inclusive_low else '>'} {low}" + (f" and <= {high}" if high is not None else "")
+        raise UserError(f"config: {key}={value!r} is out of range; allowed: {bounds}")
+
+
+def _allowed(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return " | ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_allowed(a) for a in typing.get_args(tp))
+    return "null" if tp is type(None) else getattr(tp, "__name__", str(tp))
+
+
+def _coerce(key: str, value: Any, tp: Any) -> Any:
+    """Check `value` against the annotation `tp`; ints are accepted where floats are."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        for arg in typing.get_args(tp):
+            try:
+                return _coerce(key, value, arg)
+            except UserError:
+                continue
+    elif origin is Literal:
+        if value in typing.get_args(tp):
+            return value
+    elif tp is type(None):
+        if value is None:
+            return None
+    elif tp is bool:
+        if isinstance(value, bool):
+            return value
+    elif tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif tp is str:
+        if isinstance(value, str):
+            return value
+    raise UserError(f"config: {key}={value!r} has the wrong type or value; allowed: {_allowed(tp)}")
+
+
+def _build(cls: type, raw: Any, prefix: str) -> Any:
+    if not isinstance(raw, dict):
+        raise UserError(f"config: {prefix or 'the top level'} must be a mapping of keys to values, got {raw!r}")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    kwargs = {}
+    for key, value in raw.items():
+        full = f"{prefix}{key}"
+        if key not in names:
+            close = difflib.get_close_matches(str(key), names, n=1, cutoff=0.5)
+            hint = f"; did you mean '{prefix}{close[0]}'?" if close else f"; valid keys: {', '.join(names)}"
+            raise UserError(f"config: unknown key '{full}'{hint}")
+        tp = hints[key]
+        if dataclasses.is_dataclass(tp):
+            kwargs[key] = _build(tp, value or {}, f"{full}.")
+        else:
+            kwargs[key] = _coerce(full, value, tp)
+    return cls(**kwargs)
+
+
+def config_from_dict(raw: dict, base_dir: Path | None = None) -> Config:
+    """Validate a plain dict (as read from YAML) into a Config; resolve relative data paths."""
+    config = _build(Config, raw, "")
+    if base_dir is not None:
+        for name in PATH_FIELDS:
+            value = getattr(config.data, name)
+            if value is not None and not Path(value).expanduser().is_absolute():
+                setattr(config.data, name, str((base_dir / Path(value).expanduser()).resolve()))
+    return config
+
+
+def config_to_dict(config: Config) -> dict:
+    return dataclasses.asdict(config)
+
+
+def _parse_override(item: str) -> tuple[list[str], Any]:
+    if "=" not in item:
+        raise UserError(f"--set {item!r}: expected key=value, e.g. --set train.lr=0.0005")
+    key, text = item.split("=", 1)
+    try:
+        value = yaml.safe_load(text) if text.strip() else None
+    except yaml.YAMLError:
+        value = text
+    return key.strip().split("."), value
+
+
+def apply_overrides(raw: dict, overrides: list[str]) -> dict:
+    """Apply `section.key=value` strings (values parsed as YAML scalars) to a raw config dict."""
+    for item in overrides:
+        path, value = _parse_override(item)
+        node = raw
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise UserError(f"--set {item!r}: '{part}' is not a section")
+        node[path[-1]] = value
+    return raw
+
+
+def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
+    """Read, override and validate a YAML config file."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"config file not found: {path}; pass the path of a YAML config (see configs/)")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        line = getattr(getattr(e, "problem_mark", None), "line", None)
+        where = f"{path}:{line + 1}" if line is not None else str(path)
+        raise UserError(f"config {where} is not valid YAML; fix the syntax ({type(e).__name__})") from None
+    raw = apply_overrides(raw, overrides or [])
+    try:
+        return config_from_dict(raw, base_dir=path.resolve().parent)
+    except UserError as e:
+        raise UserError(f"{path}: {e}") from None
+
+
+def save_config(config: Config, path: Path) -> None:
+    path.write_text(yaml.safe_dump(config_to_dict(config), sort_keys=False, allow_unicode=True), encoding="utf-8")

@@ -1,0 +1,169 @@
+"""Recurrent decoders: the fixed-vector decoder of seq2seq and the attention decoders.
+
+Every decoder has the same two entry points:
+  `step(y_prev, state, enc)` -> (t_i [B,F], state, alpha [B,S] or None), one target position;
+  `forward(tgt_in, state, enc)` -> (t [B,T,F], alpha [B,T,S] or None), teacher forcing.
+`t_i` is the readout that the model's output layer turns into word scores. The recurrence runs
+step by step, but the readout is applied to all steps at once after the loop (one large matrix
+product instead of T small ones).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from attnmt.data.vocab import PAD_ID
+from attnmt.models.attention import AdditiveAttention, LuongAttention
+from attnmt.models.encoders import StackedRNN
+
+
+class FixedVectorDecoder(nn.Module):
+    """Sutskever et al. (2014): the decoder starts from the encoder's final state, the fixed
+    vector c, and sees nothing else of the source."""
+
+    def __init__(self, vocab_size: int, emb_size: int, hidden_size: int, num_layers: int, cell: str, dropout: float):
+        super().__init__()
+        self.embed = nn.Embedding(vocab_size, emb_size, padding_idx=PAD_ID)
+        self.rnn = StackedRNN(cell, emb_size, hidden_size, num_layers, dropout)
+        self.dropout = nn.Dropout(dropout)
+        self.output_size = hidden_size
+
+    def init_state(self, enc: dict[str, Tensor]) -> dict[str, Tensor]:
+        state = {"h": enc["final_h"]}
+        if self.rnn.is_lstm:
+            state["c"] = enc["final_c"]
+        return state
+
+    def forward(self, tgt_in: Tensor, state: dict[str, Tensor], enc: dict[str, Tensor]):
+        # Nothing depends on the source at each step, so teacher forcing runs the RNN in one call.
+        s, _ = self.rnn(self.dropout(self.embed(tgt_in)), state)
+        return self.dropout(s), None
+
+    def step(self, y_prev: Tensor, state: dict[str, Tensor], enc: dict[str, Tensor]):
+        s_i, state = self.rnn.step(self.dropout(self.embed(y_prev)), state)
+        return self.dropout(s_i), state, None
+
+
+class _AttentionDecoderBase(nn.Module):
+    """What the attention decoders share: embeddings, initial state, the teacher-forcing loop."""
+
+    def __init__(self, vocab_size: int, emb_size: int, enc_size: int, hidden_size: int, num_layers: int, dropout: float):
+        super().__init__()
+        self.embed = nn.Embedding(vocab_size, emb_size, padding_idx=PAD_ID)
+        self.dropout = nn.Dropout(dropout)
+        self.num_layers = num_layers
+        self.hidden_size = hidden_size
+        # Bahdanau et al. (2014), appendix A.2.2: s_0 = tanh(W_s <-h_1), the backward annotation
+        # of the first word; the backward RNN's final state is exactly <-h_1.
+        self.init_size = enc_size // 2
+        self.bridge = nn.Linear(self.init_size, num_layers * hidden_size)
+
+    def init_state(self, enc: dict[str, Tensor]) -> dict[str, Tensor]:
+        backward_h1 = enc["final_h"][:, -1, -self.init_size :]
+        s0 = torch.tanh(self.bridge(backward_h1)).view(-1, self.num_layers, self.hidden_size)
+        state = {"h": s0}
+        if self.rnn.is_lstm:
+            state["c"] = torch.zeros_like(s0)
+        return state
+
+    def forward(self, tgt_in: Tensor, state: dict[str, Tensor], enc: dict[str, Tensor]):
+        emb = self.dropout(self.embed(tgt_in))
+        steps, alphas = [], []
+        for i in range(tgt_in.size(1)):
+            features, state, alpha = self._recur(emb[:, i], state, enc)
+            steps.append(features)
+            alphas.append(alpha)
+        t = self._readout(*(torch.stack(parts, dim=1) for parts in zip(*steps)))
+        return t, torch.stack(alphas, dim=1)
+
+    def step(self, y_prev: Tensor, state: dict[str, Tensor], enc: dict[str, Tensor]):
+        features, state, alpha = self._recur(self.dropout(self.embed(y_prev)), state, enc)
+        return self._readout(*features), state, alpha
+
+
+class BahdanauDecoder(_AttentionDecoderBase):
+    """RNNsearch's decoder (Bahdanau et al. 2014, eq. 4-6 and appendix A.2.2).
+
+    At step i the previous state s_{i-1} queries the annotations h_j; the context c_i enters both
+    the state update s_i = f(s_{i-1}, y_{i-1}, c_i) and the readout t_i = g(s_i, y_{i-1}, c_i).
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        emb_size: int,
+        enc_size: int,
+        hidden_size: int,
+        num_layers: int,
+        cell: str,
+        dropout: float,
+        attn_size: int,
+        readout_size: int,
+    ):
+        super().__init__(vocab_size, emb_size, enc_size, hidden_size, num_layers, dropout)
+        self.attention = AdditiveAttention(hidden_size, enc_size, attn_size)
+        self.rnn = StackedRNN(cell, emb_size + enc_size, hidden_size, num_layers, dropout)
+        self.readout = nn.Linear(hidden_size + emb_size + enc_size, readout_size)
+        self.output_size = readout_size
+
+    def project_keys(self, h: Tensor) -> Tensor:
+        return self.attention.project_keys(h)
+
+    def _recur(self, emb_prev: Tensor, state: dict[str, Tensor], enc: dict[str, Tensor]):
+        s_prev = state["h"][:, -1]
+        c_i, alpha = self.attention(s_prev, enc["h"], enc["h"], enc["mask"], enc["keys"])
+        s_i, state = self.rnn.step(torch.cat([emb_prev, c_i], dim=-1), state)
+        return (s_i, emb_prev, c_i), state, alpha
+
+    def _readout(self, s: Tensor, emb_prev: Tensor, c: Tensor) -> Tensor:
+        """t_i = tanh(W_o [s_i; E y_{i-1}; c_i]) (a tanh readout in place of the paper's maxout)."""
+        return self.dropout(torch.tanh(self.readout(torch.cat([s, emb_prev, c], dim=-1))))
+
+
+class LuongDecoder(_AttentionDecoderBase):
+    """Luong et al. (2015): the current state s_i queries the source; the attentional vector
+    h~_i = tanh(W_c [c_i; s_i]) (eq. 5) feeds the output layer and, with input feeding, the next step."""
+
+    def __init__(
+        self,
+        vocab_size: int,
+        emb_size: int,
+        enc_size: int,
+        hidden_size: int,
+        num_layers: int,
+        cell: str,
+        dropout: float,
+        method: str,
+        attn_size: int,
+        input_feeding: bool,
+    ):
+        super().__init__(vocab_size, emb_size, enc_size, hidden_size, num_layers, dropout)
+        self.input_feeding = input_feeding
+        self.attention = LuongAttention(hidden_size, enc_size, method=method,
+                                        attn_size=attn_size if method == "concat" else None)
+        self.rnn = StackedRNN(cell, emb_size + (hidden_size if input_feeding else 0), hidden_size, num_layers, dropout)
+        self.combine = nn.Linear(enc_size + hidden_size, hidden_size, bias=False)
+        self.output_size = hidden_size
+
+    def project_keys(self, h: Tensor) -> Tensor:
+        return self.attention.project_keys(h)
+
+    def init_state(self, enc: dict[str, Tensor]) -> dict[str, Tensor]:
+        state = super().init_state(enc)
+        if self.input_feeding:
+            state["feed"] = torch.zeros_like(state["h"][:, -1])
+        return state
+
+    def _recur(self, emb_prev: Tensor, state: dict[str, Tensor], enc: dict[str, Tensor]):
+        x = torch.cat([emb_prev, state["feed"]], dim=-1) if self.input_feeding else emb_prev
+        feed = state.get("feed")
+        s_i, state = self.rnn.step(x, {k: v for k, v in state.items() if k != "feed"})
+        c_i, alpha = self.attention(s_i, enc["h"], enc["h"], enc["mask"], enc["keys"])
+        h_tilde = self.dropout(torch.tanh(self.combine(torch.cat([c_i, s_i], dim=-1))))
+        if feed is not None:
+            state["feed"] = h_tilde
+        return (h_tilde,), state, alpha
+
+    def _readout(self, h_tilde: Tensor) -> Tensor:
+        return h_tilde

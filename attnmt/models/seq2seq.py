@@ -1,0 +1,119 @@
+"""The recurrent encoder-decoder models: Sutskever's seq2seq and Bahdanau's RNNsearch.
+
+Both implement the model interface of docs/architecture.md:
+  forward(src, src_len, tgt_in) -> (logits [B,T,V], alpha [B,T,S] or None)   teacher forcing
+  encode(src, src_len) -> enc;  init_state(enc) -> state;
+  decode_step(y_prev, state, enc) -> (log_probs [B,V], state, alpha [B,S] or None)
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+import torch.nn.functional as F
+
+from attnmt.models.decoders import BahdanauDecoder, FixedVectorDecoder, LuongDecoder
+from attnmt.models.encoders import RNNEncoder
+
+
+def reverse_padded(src: Tensor, src_len: Tensor) -> Tensor:
+    """Reverse each sentence within its own length, leaving the padding at the end."""
+    S = src.size(1)
+    positions = torch.arange(S, device=src.device).unsqueeze(0)
+    index = (src_len.unsqueeze(1) - 1 - positions).clamp(min=0)
+    index = torch.where(positions < src_len.unsqueeze(1), index, positions)
+    return src.gather(1, index)
+
+
+class EncoderDecoder(nn.Module):
+    """An encoder, a decoder and the output layer that turns the decoder's readout t_i into
+    word scores: p(y_i | y_<i, x) = softmax(W_o t_i)."""
+
+    def __init__(self, encoder: nn.Module, decoder: nn.Module, tgt_vocab_size: int, tie_embeddings: bool):
+        super().__init__()
+        self.encoder = encoder
+        self.decoder = decoder
+        emb_size = decoder.embed.embedding_dim
+        # Tying needs the readout in embedding space: project it there when the sizes differ.
+        self.pre_output = (
+            nn.Linear(decoder.output_size, emb_size, bias=False)
+            if tie_embeddings and decoder.output_size != emb_size
+            else nn.Identity()
+        )
+        self.output = nn.Linear(emb_size if tie_embeddings else decoder.output_size, tgt_vocab_size)
+        if tie_embeddings:
+            self.output.weight = decoder.embed.weight
+
+    def logits(self, t: Tensor) -> Tensor:
+        return self.output(self.pre_output(t))
+
+    def forward(self, src: Tensor, src_len: Tensor, tgt_in: Tensor) -> tuple[Tensor, Tensor | None]:
+        enc = self.encode(src, src_len)
+        t, alpha = self.decoder(tgt_in, self.init_state(enc), enc)
+        return self.logits(t), alpha
+
+    def init_state(self, enc: dict[str, Tensor]) -> dict[str, Tensor]:
+        return self.decoder.init_state(enc)
+
+    def decode_step(self, y_prev: Tensor, state: dict[str, Tensor], enc: dict[str, Tensor]):
+        t_i, state, alpha = self.decoder.step(y_prev, state, enc)
+        return F.log_softmax(self.logits(t_i).float(), dim=-1), state, alpha
+
+
+class Seq2Seq(EncoderDecoder):
+    """Sutskever, Vinyals & Le (2014): the source is read into one fixed vector, the encoder's
+    final state, from which the decoder must produce the whole translation."""
+
+    model_type = "seq2seq"
+
+    def __init__(self, src_vocab_size, tgt_vocab_size, emb_size, hidden_size, enc_layers, dec_layers,
+                 cell="lstm", dropout=0.0, reverse_source=True, tie_embeddings=False):
+        if enc_layers != dec_layers:
+            raise ValueError("seq2seq passes each encoder layer's final state to the same decoder layer: "
+                             "enc_layers must equal dec_layers")
+        encoder = RNNEncoder(src_vocab_size, emb_size, hidden_size, enc_layers, cell, False, dropout)
+        decoder = FixedVectorDecoder(tgt_vocab_size, emb_size, hidden_size, dec_layers, cell, dropout)
+        super().__init__(encoder, decoder, tgt_vocab_size, tie_embeddings)
+        self.reverse_source = reverse_source
+
+    def encode(self, src: Tensor, src_len: Tensor) -> dict[str, Tensor]:
+        if self.reverse_source:
+            # "we found it extremely valuable to reverse the order of the words of the input sentence"
+            src = reverse_padded(src, src_len)
+        _, final = self.encoder(src, src_len)
+        enc = {"mask": src != 0, "final_h": final["h"]}
+        if "c" in final:
+            enc["final_c"] = final["c"]
+        return enc
+
+
+class RNNSearch(EncoderDecoder):
+    """Bahdanau, Cho & Bengio (2014): a bidirectional encoder keeps one annotation h_j per source
+    word, and the decoder attends over all of them at every target step."""
+
+    model_type = "rnnsearch"
+
+    def __init__(self, src_vocab_size, tgt_vocab_size, emb_size, hidden_size, enc_layers, dec_layers,
+                 cell="lstm", dropout=0.0, attention="bahdanau", attn_size=None, input_feeding=False,
+                 tie_embeddings=False):
+        encoder = RNNEncoder(src_vocab_size, emb_size, hidden_size, enc_layers, cell, True, dropout)
+        enc_size = encoder.output_size
+        attn_size = attn_size or hidden_size
+        if attention == "bahdanau":
+            if input_feeding:
+                raise ValueError("input_feeding belongs to Luong attention (attention: luong_*)")
+            decoder = BahdanauDecoder(tgt_vocab_size, emb_size, enc_size, hidden_size, dec_layers, cell,
+                                      dropout, attn_size, readout_size=emb_size)
+        else:
+            method = attention.removeprefix("luong_")
+            # The dot score s_i^T h_j needs the decoder state as wide as the annotations.
+            dec_hidden = enc_size if method == "dot" else hidden_size
+            decoder = LuongDecoder(tgt_vocab_size, emb_size, enc_size, dec_hidden, dec_layers, cell, dropout,
+                                   method, attn_size, input_feeding)
+        super().__init__(encoder, decoder, tgt_vocab_size, tie_embeddings)
+
+    def encode(self, src: Tensor, src_len: Tensor) -> dict[str, Tensor]:
+        h, final = self.encoder(src, src_len)
+        # W_h h_j does not depend on i: computed once per sentence, not at every target step.
+        enc = {"h": h, "mask": src != 0, "keys": self.decoder.project_keys(h), "final_h": final["h"]}
+        return enc

@@ -1,0 +1,369 @@
+"""Training with teacher forcing: the loop, validation, checkpoints, resume, early stopping.
+
+A model folder holds everything a run produces and everything translation needs:
+  config.yaml, the tokenizers and vocabularies ({src,tgt,joint}.*), checkpoints/{best,last}.pt,
+  train_log.jsonl (one JSON object per event) and tensorboard/ (scalars).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import time
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attnmt.checkpoint import load_checkpoint, load_weights, save_checkpoint
+from attnmt.config import Config, config_to_dict, save_config
+from attnmt.data.batching import Batch, batch_by_sentences, collate, token_batches
+from attnmt.data.dataset import (ParallelData, TextProcessor, build_processors, encode_pairs, load_processors,
+                                 read_split, synthetic_splits)
+from attnmt.data.vocab import PAD_ID
+from attnmt.errors import UserError
+from attnmt.models import build_model
+
+
+@dataclass
+class TrainState:
+    """Where training stands; saved in every checkpoint so that --resume continues exactly."""
+
+    step: int = 0
+    epoch: int = 0
+    batch_in_epoch: int = 0  # batches of the current epoch already consumed
+    best_valid_loss: float = math.inf
+    bad_validations: int = 0  # validations since the best one
+    elapsed_s: float = 0.0
+    tgt_tokens: int = 0
+    stop_reason: str = ""
+
+
+@dataclass
+class TrainResult:
+    model_dir: Path
+    state: TrainState
+    history: list[dict] = field(default_factory=list)
+
+
+def set_threads(threads: int | None) -> None:
+    """Use one intra-op thread per available core (oversubscription slows small matrix products)."""
+    n = threads or len(os.sched_getaffinity(0))
+    torch.set_num_threads(max(1, n))
+
+
+def prepare_model_dir(model_dir: Path, overwrite: bool, resume: bool) -> None:
+    if resume:
+        if not (model_dir / "checkpoints" / "last.pt").is_file():
+            raise UserError(f"--resume: {model_dir} has no checkpoints/last.pt to resume from; train without --resume")
+        return
+    if model_dir.exists() and any(model_dir.iterdir()) and not overwrite:
+        raise UserError(f"model folder {model_dir} exists and is not empty; choose another folder, "
+                        "--resume it, or pass --overwrite to replace it")
+    if overwrite and model_dir.exists():
+        for sub in ("checkpoints",):
+            for p in (model_dir / sub).glob("*.pt"):
+                p.unlink()
+        (model_dir / "train_log.jsonl").unlink(missing_ok=True)
+    model_dir.mkdir(parents=True, exist_ok=True)
+
+
+def load_data(config: Config, model_dir: Path, resume: bool, log: "RunLog"):
+    """Read the corpora, build (or reload) the text processors and encode everything."""
+    cfg = config.data
+    if cfg.synthetic:
+        splits = synthetic_splits(cfg, seed=config.train.seed)
+        train_pairs, valid_pairs = splits["train"], splits["valid"]
+    else:
+        train_pairs = read_split(cfg, "train")
+        if train_pairs is None:
+            raise UserError("config: no training data; set data.train_src and data.train_tgt, data.train_tsv, "
+                            "or data.synthetic: true")
+        valid_pairs = read_split(cfg, "valid")
+    if resume:
+        src_proc, tgt_proc = load_processors(model_dir)
+    else:
+        src_proc, tgt_proc = build_processors(cfg, train_pairs, model_dir)
+    train, stats = encode_pairs(train_pairs, src_proc, tgt_proc, cfg.max_len)
+    log.event("data", split="train", **stats)
+    if len(train) == 0:
+        raise UserError(f"no training pairs left after filtering ({stats}); check the corpus and data.max_len")
+    valid = None
+    if valid_pairs:
+        valid, vstats = encode_pairs(valid_pairs, src_proc, tgt_proc, None)
+        log.event("data", split="valid", **vstats)
+    return train, valid, src_proc, tgt_proc
+
+
+def make_batches(data: ParallelData, config: Config, shuffle: bool, epoch: int) -> list[list[int]]:
+    src_len = [len(s) for s in data.src_ids]
+    tgt_len = [len(t) + 1 for t in data.tgt_ids]
+    t = config.train
+    if t.batch_size:
+        return batch_by_sentences(src_len, tgt_len, t.batch_size, shuffle=shuffle, seed=t.seed, epoch=epoch)
+    return token_batches(src_len, tgt_len, t.batch_tokens, shuffle=shuffle, seed=t.seed, epoch=epoch)
+
+
+def batch_of(data: ParallelData, indices: list[int], device: torch.device) -> Batch:
+    return collate([(data.src_ids[i], data.tgt_ids[i]) for i in indices], indices).to(device)
+
+
+def nll_loss(logits: torch.Tensor, tgt_out: torch.Tensor, label_smoothing: float = 0.0) -> torch.Tensor:
+    """Summed cross-entropy over the real (unpadded) target tokens."""
+    return F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), tgt_out.reshape(-1), ignore_index=PAD_ID,
+                           reduction="sum", label_smoothing=label_smoothing)
+
+
+@torch.no_grad()
+def validation_loss(model: nn.Module, data: ParallelData, config: Config, device: torch.device) -> float:
+    """Mean per-token cross-entropy (no label smoothing) on a whole split."""
+    model.eval()
+    total, tokens = 0.0, 0
+    for indices in make_batches(data, config, shuffle=False, epoch=0):
+        batch = batch_of(data, indices, device)
+        logits, _ = model(batch.src, batch.src_len, batch.tgt_in)
+        total += nll_loss(logits, batch.tgt_out).item()
+        tokens += batch.n_tgt_tokens
+    model.train()
+    return total / max(tokens, 1)
+
+
+class RunLog:
+    """The machine-readable log (JSON lines), TensorBoard scalars, and nothing global."""
+
+    def __init__(self, model_dir: Path, tensorboard: bool):
+        self.path = model_dir / "train_log.jsonl"
+        self.writer = None
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+
+                self.writer = SummaryWriter(str(model_dir / "tensorboard"))
+            except ImportError:  # tensorboard is optional
+                self.writer = None
+
+    def event(self, kind: str, step: int | None = None, **values) -> dict:
+        record = {"event": kind, "time": round(time.time(), 3), **({"step": step} if step is not None else {}), **values}
+        with self.path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+        if self.writer is not None and step is not None:
+            for key, value in values.items():
+                if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+                    self.writer.add_scalar(f"{kind}/{key}", value, step)
+        return record
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+@contextmanager
+def graceful_stop() -> Iterator[dict]:
+    """First SIGINT/SIGTERM asks the loop to stop after the current step (with a checkpoint);
+    a second SIGINT stops at once."""
+    flag = {"stop": False}
+    previous = {}
+
+    def handler(signum, frame):
+        if flag["stop"] and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        flag["stop"] = True
+
+    try:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, handler)
+    except ValueError:  # not the main thread: no signal handling
+        pass
+    try:
+        yield flag
+    finally:
+        for sig, h in previous.items():
+            signal.signal(sig, h)
+
+
+def make_scheduler(optimizer: torch.optim.Optimizer, config: Config):
+    t = config.train
+    if t.scheduler == "plateau":
+        return torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, factor=t.lr_decay, patience=t.lr_patience,
+                                                          min_lr=t.min_lr)
+    if t.scheduler == "noam":
+        d = config.model.d_model if config.model.type == "transformer" else config.model.hidden_size
+        warmup = t.warmup_steps
+
+        def noam(step: int) -> float:
+            """Vaswani et al. (2017), eq. 3, scaled so that the peak learning rate is train.lr."""
+            step = max(step, 1)
+            return min(step ** -0.5, step * warmup ** -1.5) * warmup ** 0.5
+
+        del d
+        return torch.optim.lr_scheduler.LambdaLR(optimizer, noam)
+    return None
+
+
+def checkpoint_payload(model, optimizer, scheduler, state: TrainState, config: Config, src_vocab: int,
+                       tgt_vocab: int) -> dict:
+    return {
+        "model_type": config.model.type,
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict() if scheduler is not None else {},
+        "train_state": asdict(state),
+        "rng": torch.get_rng_state(),
+        "vocab_sizes": [src_vocab, tgt_vocab],
+    }
+
+
+def train(config: Config, model_dir: str | Path, resume: bool = False, overwrite: bool = False,
+          quiet: bool = False) -> TrainResult:
+    """Train the model a config describes into `model_dir`."""
+    model_dir = Path(model_dir)
+    prepare_model_dir(model_dir, overwrite, resume)
+    t = config.train
+    torch.manual_seed(t.seed)
+    set_threads(t.threads)
+    device = torch.device(t.device)
+    save_config(config, model_dir / "config.yaml")
+    log = RunLog(model_dir, t.tensorboard and not quiet)
+    try:
+        return _train(config, model_dir, resume, quiet, device, log)
+    finally:
+        log.close()
+
+
+def _train(config: Config, model_dir: Path, resume: bool, quiet: bool, device: torch.device, log: RunLog):
+    from attnmt.translator import Translator
+
+    t = config.train
+    train_data, valid_data, src_proc, tgt_proc = load_data(config, model_dir, resume, log)
+    model = build_model(config.model, len(src_proc.vocab), len(tgt_proc.vocab)).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=t.lr)
+    scheduler = make_scheduler(optimizer, config)
+    state = TrainState()
+    ckpt_dir = model_dir / "checkpoints"
+    if resume:
+        payload = load_checkpoint(ckpt_dir / "last.pt", config.model.type)
+        load_weights(model, payload["model"], ckpt_dir / "last.pt")
+        optimizer.load_state_dict(payload["optimizer"])
+        if scheduler is not None and payload["scheduler"]:
+            scheduler.load_state_dict(payload["scheduler"])
+        state = TrainState(**payload["train_state"])
+        torch.set_rng_state(payload["rng"])
+        log.event("resume", step=state.step, epoch=state.epoch)
+    n_params = sum(p.numel() for p in model.parameters())
+    log.event("start", step=state.step, model=config.model.type, parameters=n_params, train_pairs=len(train_data),
+              config=config_to_dict(config))
+
+    def save(name: str) -> None:
+        payload = checkpoint_payload(model, optimizer, scheduler, state, config, len(src_proc.vocab),
+                                     len(tgt_proc.vocab))
+        save_checkpoint(payload, ckpt_dir / f"{name}.pt")
+
+    def validate() -> dict:
+        record: dict = {}
+        if valid_data is not None:
+            loss = validation_loss(model, valid_data, config, device)
+            record.update(loss=loss, ppl=math.exp(min(loss, 50)))
+            if t.valid_bleu_sample:
+                from attnmt.evaluate import corpus_scores
+
+                n = min(t.valid_bleu_sample, len(valid_data))
+                model.eval()
+                translator = Translator(model, src_proc, tgt_proc, config)
+                hyps = [tr.text for tr in translator.translate(valid_data.src_text[:n], beam=1)]
+                model.train()
+                record["bleu"] = corpus_scores(hyps, valid_data.tgt_text[:n]).bleu
+            improved = loss < state.best_valid_loss
+            if improved:
+                state.best_valid_loss, state.bad_validations = loss, 0
+            else:
+                state.bad_validations += 1
+            if isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
+                scheduler.step(loss)
+            record["lr"] = optimizer.param_groups[0]["lr"]
+            log.event("valid", step=state.step, **record)
+            save("last")
+            if improved:
+                save("best")
+        else:
+            save("last")
+            save("best")
+        return record
+
+    progress = None
+    if t.progress and not quiet:
+        from tqdm import tqdm
+
+        progress = tqdm(total=t.max_steps, initial=state.step, desc=f"train {config.model.type}", unit="step",
+                        dynamic_ncols=True, leave=False)
+    history: list[dict] = []
+    model.train()
+    started = time.perf_counter() - state.elapsed_s
+    window_tokens, window_start, window_loss = 0, time.perf_counter(), 0.0
+    with graceful_stop() as stop:
+        while not state.stop_reason:
+            batches = make_batches(train_data, config, shuffle=True, epoch=state.epoch)
+            for indices in batches[state.batch_in_epoch:]:
+                batch = batch_of(train_data, indices, device)
+                logits, _ = model(batch.src, batch.src_len, batch.tgt_in)
+                loss_sum = nll_loss(logits, batch.tgt_out, t.label_smoothing)
+                loss = loss_sum / batch.n_tgt_tokens
+                state.batch_in_epoch += 1
+                if not torch.isfinite(loss):
+                    optimizer.zero_grad(set_to_none=True)
+                    log.event("nonfinite_loss", step=state.step, policy=t.nan_policy)
+                    if t.nan_policy == "stop":
+                        raise UserError(f"the training loss became {loss.item()} at step {state.step + 1}; "
+                                        f"the last good checkpoint stays in {ckpt_dir}; lower train.lr or set "
+                                        "train.nan_policy=skip")
+                    continue
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                if t.clip_grad_norm:
+                    nn.utils.clip_grad_norm_(model.parameters(), t.clip_grad_norm)
+                optimizer.step()
+                if scheduler is not None and not isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
+                    scheduler.step()
+                state.step += 1
+                state.tgt_tokens += batch.n_tgt_tokens
+                window_tokens += batch.n_tgt_tokens
+                window_loss += loss_sum.item()
+                state.elapsed_s = time.perf_counter() - started
+                if progress is not None:
+                    progress.update(1)
+                if state.step % t.log_every == 0:
+                    span = time.perf_counter() - window_start
+                    record = log.event("train", step=state.step, loss=window_loss / max(window_tokens, 1),
+                                       tgt_tokens_per_s=window_tokens / max(span, 1e-9),
+                                       lr=optimizer.param_groups[0]["lr"], epoch=state.epoch)
+                    if progress is not None:
+                        progress.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tgt_tokens_per_s']:.0f}")
+                    window_tokens, window_start, window_loss = 0, time.perf_counter(), 0.0
+                if state.step % t.valid_every == 0:
+                    history.append({"step": state.step, **validate()})
+                    if state.bad_validations >= t.early_stopping_patience:
+                        state.stop_reason = "early_stopping"
+                if state.step >= t.max_steps:
+                    state.stop_reason = state.stop_reason or "max_steps"
+                if t.max_time_s is not None and state.elapsed_s >= t.max_time_s:
+                    state.stop_reason = state.stop_reason or "max_time"
+                if stop["stop"]:
+                    state.stop_reason = state.stop_reason or "interrupted"
+                if state.stop_reason:
+                    break
+            else:
+                state.epoch += 1
+                state.batch_in_epoch = 0
+                if state.epoch >= t.max_epochs:
+                    state.stop_reason = "max_epochs"
+        if state.step % t.valid_every != 0 or not history:
+            history.append({"step": state.step, **validate()})
+    if progress is not None:
+        progress.close()
+    log.event("end", step=state.step, reason=state.stop_reason, elapsed_s=state.elapsed_s)
+    return TrainResult(model_dir, state, history)

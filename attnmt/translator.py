@@ -1,0 +1,108 @@
+"""A trained model folder as a translator: text in; text, tokens and attention out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from attnmt.checkpoint import load_checkpoint, load_weights
+from attnmt.config import Config, load_config
+from attnmt.data.batching import collate, token_batches
+from attnmt.data.dataset import TextProcessor, load_processors
+from attnmt.errors import UserError
+from attnmt.models import build_model
+from attnmt.search import beam_search, greedy_search
+
+
+@dataclass
+class Translation:
+    """One source sentence's best translation, with what the model looked at."""
+
+    source: str
+    text: str
+    src_tokens: list[str]
+    tgt_tokens: list[str]  # the output tokens, without </s>
+    attention: np.ndarray | None  # [len(tgt_tokens) + 1, len(src_tokens)]: one row per output token and </s>
+    score: float
+    n_best: list["Translation"] = field(default_factory=list)  # all hypotheses, best first (incl. this one)
+
+
+class Translator:
+    """Batched translation with greedy or beam search."""
+
+    def __init__(self, model: nn.Module, src: TextProcessor, tgt: TextProcessor, config: Config):
+        self.model = model
+        self.src = src
+        self.tgt = tgt
+        self.config = config
+        self.device = next(model.parameters()).device
+
+    @property
+    def model_type(self) -> str:
+        return self.config.model.type
+
+    @torch.inference_mode()
+    def translate(self, sentences: list[str], beam: int | None = None, n_best: int = 1,
+                  length_penalty: float | None = None, batch_tokens: int = 2000) -> list[Translation]:
+        """Translate sentences; the result keeps the input order."""
+        d = self.config.decode
+        beam = d.beam if beam is None else beam
+        length_penalty = d.length_penalty if length_penalty is None else length_penalty
+        if not 1 <= beam <= 100:
+            raise UserError(f"beam={beam} is out of range; allowed: 1 to 100")
+        if not 1 <= n_best <= beam:
+            raise UserError(f"n_best={n_best} is out of range; allowed: 1 to the beam size ({beam})")
+        was_training = self.model.training
+        self.model.eval()
+        src_tokens = [self.src.tokens(s) for s in sentences]
+        # An empty line still gets a translation (of nothing): keep line counts equal.
+        src_ids = [self.src.vocab.encode(toks) for toks in src_tokens]
+        results: list[Translation | None] = [None] * len(sentences)
+        lengths = [max(len(ids), 1) for ids in src_ids]
+        for indices in token_batches(lengths, lengths, batch_tokens, shuffle=False, seed=0, epoch=0):
+            nonempty = [i for i in indices if src_ids[i]]
+            for i in set(indices) - set(nonempty):
+                results[i] = Translation(sentences[i], "", [], [], None, 0.0)
+            if not nonempty:
+                continue
+            batch = collate([(src_ids[i], None) for i in nonempty], nonempty).to(self.device)
+            kwargs = dict(max_len_a=d.max_len_a, max_len_b=d.max_len_b, max_len_cap=d.max_len_cap)
+            if beam == 1 and n_best == 1:
+                hyps = greedy_search(self.model, batch.src, batch.src_len, **kwargs)
+            else:
+                hyps = beam_search(self.model, batch.src, batch.src_len, beam_size=beam, n_best=n_best,
+                                   length_penalty=length_penalty, **kwargs)
+            for i, sentence_hyps in zip(nonempty, hyps):
+                options = [self._translation(sentences[i], src_tokens[i], h) for h in sentence_hyps]
+                options[0].n_best = options
+                results[i] = options[0]
+        if was_training:
+            self.model.train()
+        return results  # type: ignore[return-value]
+
+    def _translation(self, source: str, src_tokens: list[str], hyp) -> Translation:
+        attention = hyp.attention.float().cpu().numpy() if hyp.attention is not None else None
+        return Translation(source, self.tgt.detokenize(hyp.tokens), src_tokens, self.tgt.vocab.decode(hyp.tokens),
+                           attention, float(hyp.score))
+
+
+def load(model_dir: str | Path, checkpoint: str = "best", device: str = "cpu") -> Translator:
+    """Load a trained model folder (as written by `attnmt train`) for translation."""
+    model_dir = Path(model_dir)
+    if not (model_dir / "config.yaml").is_file():
+        raise UserError(f"{model_dir} is not an attnmt model folder (no config.yaml); pass the folder that "
+                        "`attnmt train` wrote")
+    config = load_config(model_dir / "config.yaml")
+    src, tgt = load_processors(model_dir)
+    path = model_dir / "checkpoints" / f"{checkpoint}.pt"
+    if checkpoint == "best" and not path.is_file():
+        path = model_dir / "checkpoints" / "last.pt"
+    payload = load_checkpoint(path, config.model.type)
+    model = build_model(config.model, len(src.vocab), len(tgt.vocab))
+    load_weights(model, payload["model"], path)
+    model.to(device).eval()
+    return Translator(model, src, tgt, config)

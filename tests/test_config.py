@@ -1,0 +1,68 @@
+"""Config loading: types, ranges, unknown keys, overrides, relative paths."""
+
+import pytest
+
+from attnmt.config import Config, load_config
+from attnmt.errors import UserError
+
+
+def write(tmp_path, text):
+    path = tmp_path / "c.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_defaults_and_overrides(tmp_path):
+    path = write(tmp_path, "model:\n  type: seq2seq\ntrain:\n  lr: 0.002\n")
+    config = load_config(path, ["train.batch_tokens=123", "model.cell=gru", "decode.length_penalty=0"])
+    assert isinstance(config, Config)
+    assert config.model.type == "seq2seq" and config.model.cell == "gru"
+    assert config.train.lr == 0.002 and config.train.batch_tokens == 123
+    assert config.decode.length_penalty == 0.0
+
+
+def test_unknown_key_names_closest(tmp_path):
+    path = write(tmp_path, "train:\n  learning_rat: 0.1\n")
+    with pytest.raises(UserError, match="unknown key 'train.learning_rat'"):
+        load_config(path)
+    path = write(tmp_path, "model:\n  hiden_size: 3\n")
+    with pytest.raises(UserError, match="did you mean 'model.hidden_size'"):
+        load_config(path)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("model:\n  type: lstm\n", r"model.type='lstm'.*allowed: 'seq2seq' \| 'rnnsearch' \| 'transformer'"),
+        ("train:\n  batch_tokens: lots\n", r"train.batch_tokens='lots'.*allowed: int"),
+        ("model:\n  dropout: 1.5\n", r"model.dropout=1.5 is out of range"),
+        ("decode:\n  beam: 0\n", r"decode.beam=0 is out of range"),
+        ("model:\n  tie_embeddings: 1\n", r"model.tie_embeddings=1.*allowed: bool"),
+        ("- a\n- b\n", r"must be a mapping"),
+    ],
+)
+def test_bad_values_name_key_value_and_allowed(tmp_path, text, message):
+    with pytest.raises(UserError, match=message):
+        load_config(write(tmp_path, text))
+
+
+def test_invalid_yaml_and_missing_file(tmp_path):
+    with pytest.raises(UserError, match="not valid YAML"):
+        load_config(write(tmp_path, "train: [1, 2\n"))
+    with pytest.raises(UserError, match="config file not found"):
+        load_config(tmp_path / "nope.yaml")
+
+
+def test_relative_paths_resolve_against_config_folder(tmp_path):
+    sub = tmp_path / "cfg"
+    sub.mkdir()
+    path = sub / "c.yaml"
+    path.write_text("data:\n  train_src: ../corpus/train.de\n  train_tgt: /abs/train.en\n", encoding="utf-8")
+    config = load_config(path)
+    assert config.data.train_src == str((tmp_path / "corpus" / "train.de").resolve())
+    assert config.data.train_tgt == "/abs/train.en"
+
+
+def test_bad_override_syntax(tmp_path):
+    with pytest.raises(UserError, match="expected key=value"):
+        load_config(write(tmp_path, ""), ["train.lr"])

@@ -1,0 +1,84 @@
+"""The recurrent models through their public interface (docs/architecture.md)."""
+
+import pytest
+import torch
+
+from attnmt.config import ModelConfig
+from attnmt.errors import UserError
+from attnmt.models import build_model
+from attnmt.models.seq2seq import reverse_padded
+
+SRC = torch.tensor([[5, 6, 7, 8, 9], [10, 11, 12, 0, 0]])
+SRC_LEN = torch.tensor([5, 3])
+TGT_IN = torch.tensor([[2, 5, 6, 7], [2, 8, 9, 0]])
+
+VARIANTS = [
+    dict(type="seq2seq", enc_layers=2, dec_layers=2),
+    dict(type="seq2seq", cell="gru", reverse_source=False),
+    dict(type="rnnsearch"),
+    dict(type="rnnsearch", cell="gru", enc_layers=2, dec_layers=2, tie_embeddings=True),
+    dict(type="rnnsearch", attention="luong_dot"),
+    dict(type="rnnsearch", attention="luong_general", input_feeding=True),
+    dict(type="rnnsearch", attention="luong_concat", attn_size=12),
+]
+
+
+def make(**kw):
+    torch.manual_seed(0)
+    cfg = ModelConfig(emb_size=8, hidden_size=16, dropout=0.0, **kw)
+    return build_model(cfg, 20, 30).eval()
+
+
+@pytest.mark.parametrize("kw", VARIANTS, ids=lambda kw: "-".join(str(v) for v in kw.values()))
+def test_step_by_step_equals_teacher_forcing(kw):
+    model = make(**kw)
+    logits, alpha = model(SRC, SRC_LEN, TGT_IN)
+    assert logits.shape == (2, 4, 30)
+    enc = model.encode(SRC, SRC_LEN)
+    state = model.init_state(enc)
+    for i in range(TGT_IN.size(1)):
+        log_probs, state, alpha_i = model.decode_step(TGT_IN[:, i], state, enc)
+        torch.testing.assert_close(log_probs, logits[:, i].log_softmax(-1), atol=1e-5, rtol=1e-5)
+        if alpha is not None:
+            torch.testing.assert_close(alpha_i, alpha[:, i])
+    if kw["type"] == "seq2seq":
+        assert alpha is None
+    else:
+        assert alpha.shape == (2, 4, 5)
+        torch.testing.assert_close(alpha.sum(-1), torch.ones(2, 4))
+        assert torch.all(alpha[1, :, 3:] == 0), "padding must get exactly zero attention"
+
+
+@pytest.mark.parametrize("kw", VARIANTS[:3], ids=["seq2seq", "seq2seq-gru", "rnnsearch"])
+def test_padding_does_not_change_a_sentence(kw):
+    model = make(**kw)
+    logits, _ = model(SRC, SRC_LEN, TGT_IN)
+    alone, _ = model(SRC[1:, :3], SRC_LEN[1:], TGT_IN[1:, :3])
+    torch.testing.assert_close(logits[1, :3], alone[0], atol=1e-5, rtol=1e-5)
+
+
+def test_seq2seq_decoder_gets_only_the_fixed_vector():
+    model = make(type="seq2seq")
+    enc = model.encode(SRC, SRC_LEN)
+    assert set(enc) <= {"mask", "final_h", "final_c"}, "seq2seq must not pass annotations to its decoder"
+
+
+def test_reverse_source_reverses_within_length():
+    reversed_ = reverse_padded(SRC, SRC_LEN)
+    assert reversed_.tolist() == [[9, 8, 7, 6, 5], [12, 11, 10, 0, 0]]
+
+
+def test_rnnsearch_attention_moves_with_the_source():
+    """Gradients reach the attention parameters: e_ij depends on W_s, W_h and v."""
+    model = make(type="rnnsearch")
+    logits, _ = model(SRC, SRC_LEN, TGT_IN)
+    logits.sum().backward()
+    grads = [p.grad for n, p in model.named_parameters() if "attention" in n]
+    assert grads and all(g is not None and g.abs().sum() > 0 for g in grads)
+
+
+def test_bad_model_configs_are_user_errors():
+    with pytest.raises(UserError, match="enc_layers must equal dec_layers"):
+        build_model(ModelConfig(type="seq2seq", enc_layers=2, dec_layers=1), 10, 10)
+    with pytest.raises(UserError, match="input_feeding"):
+        build_model(ModelConfig(type="rnnsearch", input_feeding=True), 10, 10)
