@@ -16,7 +16,7 @@ from pathlib import Path
 from attnmt.config import Config, DataConfig, DecodeConfig, ModelConfig, TrainConfig
 from attnmt.data.synthetic import make_splits, write_corpus
 from attnmt.errors import UserError
-from attnmt.evaluate import LengthBucket, bleu_by_length, corpus_scores
+from attnmt.evaluate import LengthBucket, bleu_by_length, corpus_scores, format_table
 from attnmt.train import train
 from attnmt.translator import Translator, load
 
@@ -149,17 +149,9 @@ def render_report(buckets, bleu, shown, seconds, s: DemoSettings) -> str:
         f"greedy decoding of {s.n_test} held-out sentences; BLEU per source-length bucket (sacreBLEU, "
         "tokenize=none).",
         "",
-        "| source length | sentences | seq2seq BLEU | rnnsearch BLEU |",
-        "|---|---|---|---|",
     ]
-    by_range = {}
-    for model, bs in buckets.items():
-        for b in bs:
-            by_range.setdefault((b.lo, b.hi), {"n": b.n})[model] = b.bleu
-    for (lo, hi), row in sorted(by_range.items()):
-        lines.append(f"| {lo}-{hi} | {row['n']} | {row.get('seq2seq', float('nan')):.1f} | "
-                     f"{row.get('rnnsearch', float('nan')):.1f} |")
-    lines.append(f"| all | {s.n_test} | {bleu['seq2seq']:.1f} | {bleu['rnnsearch']:.1f} |")
+    lines.append(format_table(buckets))
+    lines.append(f"All {s.n_test} sentences: seq2seq {bleu['seq2seq']:.1f} BLEU, rnnsearch {bleu['rnnsearch']:.1f} BLEU.")
     lines += ["", "![BLEU by source length](bleu_by_length.png)", ""]
     for label, n, name in shown:
         lines.append(f"![{label} sentence, {n} tokens]({name})")

@@ -103,7 +103,7 @@ def load_data(config: Config, model_dir: Path, resume: bool, log: "RunLog"):
 
 def make_batches(data: ParallelData, config: Config, shuffle: bool, epoch: int) -> list[list[int]]:
     src_len = [len(s) for s in data.src_ids]
-    tgt_len = [len(t) + 1 for t in data.tgt_ids]
+    tgt_len = [len(t) for t in data.tgt_ids]
     t = config.train
     if t.batch_size:
         return batch_by_sentences(src_len, tgt_len, t.batch_size, shuffle=shuffle, seed=t.seed, epoch=epoch)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
@@ -26,6 +27,7 @@ class StackedRNN(nn.Module):
         self.rnn = RNN_CELLS[cell](
             input_size, hidden_size, num_layers, batch_first=True, dropout=dropout if num_layers > 1 else 0.0
         )
+        self.inter_dropout = nn.Dropout(dropout if num_layers > 1 else 0.0)  # as nn.LSTM's between layers
 
     def _to_torch(self, state: dict[str, Tensor]):
         h = state["h"].transpose(0, 1).contiguous()
@@ -42,9 +44,33 @@ class StackedRNN(nn.Module):
         return out, self._from_torch(hidden)
 
     def step(self, x: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
-        """One time step: x [B,D] -> top output [B,H]."""
-        out, state = self.forward(x.unsqueeze(1), state)
-        return out.squeeze(1), state
+        """One time step: x [B,D] -> top output [B,H].
+
+        The cell equations are written out with the fused RNN's own weights: for a single step on
+        a CPU this is several times faster than calling the fused RNN with a length-1 sequence.
+        """
+        hs, cs = [], []
+        for layer in range(self.num_layers):
+            w_ih, w_hh, b_ih, b_hh = (getattr(self.rnn, f"{name}_l{layer}")
+                                      for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"))
+            h = state["h"][:, layer]
+            if self.is_lstm:
+                gates = F.linear(x, w_ih, b_ih) + F.linear(h, w_hh, b_hh)
+                i, f, g, o = gates.chunk(4, dim=-1)
+                c = torch.sigmoid(f) * state["c"][:, layer] + torch.sigmoid(i) * torch.tanh(g)
+                h = torch.sigmoid(o) * torch.tanh(c)
+                cs.append(c)
+            else:
+                r_x, z_x, n_x = F.linear(x, w_ih, b_ih).chunk(3, dim=-1)
+                r_h, z_h, n_h = F.linear(h, w_hh, b_hh).chunk(3, dim=-1)
+                r, z = torch.sigmoid(r_x + r_h), torch.sigmoid(z_x + z_h)
+                h = (1 - z) * torch.tanh(n_x + r * n_h) + z * h
+            hs.append(h)
+            x = h if layer == self.num_layers - 1 else self.inter_dropout(h)
+        new = {"h": torch.stack(hs, dim=1)}
+        if self.is_lstm:
+            new["c"] = torch.stack(cs, dim=1)
+        return x, new
 
     def zero_state(self, batch_size: int, device: torch.device) -> dict[str, Tensor]:
         zeros = torch.zeros(batch_size, self.num_layers, self.hidden_size, device=device)

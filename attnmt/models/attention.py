@@ -1,0 +1,261 @@
+"""PyTorch attention modules, numerically equal to the NumPy reference in ``attnmt.attention``.
+
+Everything is batch-first. Masks are boolean with **True = a real position that may be attended**
+(``nn.MultiheadAttention``'s ``key_padding_mask`` means the opposite; convert at that boundary).
+
+Masking rule, shared by every module here: a masked position gets *exactly* zero weight, and a row
+in which every position is masked gets all-zero weights and hence a zero context vector (never
+NaN). That keeps a degenerate row (e.g. an empty source sentence) from poisoning a whole batch
+through NaN gradients.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+__all__ = [
+    "AdditiveAttention",
+    "LuongAttention",
+    "MultiHeadAttention",
+    "causal_mask",
+    "masked_softmax",
+    "scaled_dot_product_attention",
+]
+
+
+def masked_softmax(e: Tensor, mask: Tensor | None, dim: int = -1) -> Tensor:
+    """Softmax of scores ``e`` over the positions where ``mask`` is True (broadcastable to ``e``).
+
+    Masked positions get exactly 0; a fully masked row gets all zeros (not NaN).
+    """
+    if mask is None:
+        return torch.softmax(e, dim=dim)
+    # A finite fill (not -inf) keeps a fully masked row finite: its softmax is uniform, and the
+    # masked_fill below then zeroes it. In rows with a real position exp(min - max) underflows to 0,
+    # so the real positions' weights equal a softmax over those positions alone.
+    e = e.masked_fill(~mask, torch.finfo(e.dtype).min)
+    return torch.softmax(e, dim=dim).masked_fill(~mask, 0.0)
+
+
+def causal_mask(query_len: int, key_len: int | None = None, device: torch.device | None = None) -> Tensor:
+    """[Tq, Tk] bool, True where query i may attend key j, i.e. j <= i + (Tk - Tq).
+
+    The diagonal is aligned bottom-right, so the same mask serves a full sequence (Tq == Tk: the
+    usual lower triangle) and incremental decoding, where the Tq queries are the *last* Tq
+    positions of a sequence whose Tk keys are cached.
+    """
+    key_len = query_len if key_len is None else key_len
+    return torch.ones(query_len, key_len, dtype=torch.bool, device=device).tril(key_len - query_len)
+
+
+def _context(alpha: Tensor, values: Tensor) -> Tensor:
+    """c_i = sum_j alpha_ij h_j (Bahdanau eq. 5): alpha [B,S], values [B,S,Dv] -> [B,Dv]."""
+    return torch.bmm(alpha.unsqueeze(1), values).squeeze(1)
+
+
+class AdditiveAttention(nn.Module):
+    """Bahdanau et al. (2014), eq. 6: e_ij = v^T tanh(W_s s_{i-1} + W_h h_j)."""
+
+    def __init__(self, query_size: int, key_size: int, attn_size: int) -> None:
+        super().__init__()
+        # No biases, as in the paper (appendix A.1.2: W_a, U_a, v_a); the NumPy reference agrees.
+        self.W_s = nn.Linear(query_size, attn_size, bias=False)
+        self.W_h = nn.Linear(key_size, attn_size, bias=False)
+        self.v = nn.Linear(attn_size, 1, bias=False)
+
+    def project_keys(self, keys: Tensor) -> Tensor:
+        """W_h h_j for all j: [B,S,Dk] -> [B,S,A]. Independent of i, so compute it once per sentence."""
+        return self.W_h(keys)
+
+    def forward(
+        self,
+        query: Tensor,
+        keys: Tensor,
+        values: Tensor,
+        mask: Tensor,
+        projected_keys: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        """Context c_i [B,Dv] and weights alpha_i [B,S] (eq. 5-6) for query s_{i-1} [B,Dq].
+
+        keys [B,S,Dk], values [B,S,Dv], mask [B,S] (True = real). Pass ``projected_keys`` from
+        :meth:`project_keys` to skip recomputing W_h h_j at every decoder step.
+        """
+        if projected_keys is None:
+            projected_keys = self.project_keys(keys)
+        e = self.v(torch.tanh(self.W_s(query).unsqueeze(1) + projected_keys)).squeeze(-1)  # [B,S]
+        alpha = masked_softmax(e, mask)
+        return _context(alpha, values), alpha
+
+
+class LuongAttention(nn.Module):
+    """Luong et al. (2015), eq. 8: score(h_t, h_s) = h_t^T h_s | h_t^T W_a h_s | v_a^T tanh(W_a [h_t; h_s])."""
+
+    METHODS = ("dot", "general", "concat")
+
+    def __init__(self, query_size: int, key_size: int, method: str = "dot", attn_size: int | None = None) -> None:
+        super().__init__()
+        if method not in self.METHODS:
+            raise ValueError(f"LuongAttention method must be one of {self.METHODS}, got {method!r}")
+        if method == "dot" and query_size != key_size:
+            raise ValueError(f"'dot' attention needs query_size == key_size, got {query_size} != {key_size}")
+        if method != "concat" and attn_size is not None:
+            raise ValueError(f"attn_size only applies to method='concat', not {method!r}")
+        self.method = method
+        if method == "general":
+            self.W_a = nn.Linear(key_size, query_size, bias=False)
+        elif method == "concat":
+            attn_size = query_size if attn_size is None else attn_size
+            # W_a [h_t; h_s] == W_q h_t + W_k h_s: splitting W_a lets the key half be precomputed.
+            self.W_q = nn.Linear(query_size, attn_size, bias=False)
+            self.W_k = nn.Linear(key_size, attn_size, bias=False)
+            self.v_a = nn.Linear(attn_size, 1, bias=False)
+
+    def project_keys(self, keys: Tensor) -> Tensor:
+        """The query-independent part of the score, once per sentence: h_s | W_a h_s (general) | W_k h_s (concat)."""
+        if self.method == "general":
+            return self.W_a(keys)
+        if self.method == "concat":
+            return self.W_k(keys)
+        return keys
+
+    def forward(
+        self,
+        query: Tensor,
+        keys: Tensor,
+        values: Tensor,
+        mask: Tensor,
+        projected_keys: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        """Context c_t [B,Dv] and alignment a_t [B,S] (eq. 7-8) for query h_t [B,Dq]; shapes as AdditiveAttention."""
+        if projected_keys is None:
+            projected_keys = self.project_keys(keys)
+        if self.method == "concat":
+            e = self.v_a(torch.tanh(self.W_q(query).unsqueeze(1) + projected_keys)).squeeze(-1)
+        else:  # dot and general: h_t^T (projected h_s)
+            e = torch.bmm(projected_keys, query.unsqueeze(-1)).squeeze(-1)
+        alpha = masked_softmax(e, mask)
+        return _context(alpha, values), alpha
+
+
+def scaled_dot_product_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    mask: Tensor | None = None,
+    causal: bool = False,
+    dropout: nn.Module | None = None,
+) -> tuple[Tensor, Tensor]:
+    """Vaswani et al. (2017), eq. 1: softmax(Q K^T / sqrt(d_k)) V, returning (output, weights).
+
+    query [..., Tq, dk], key [..., Tk, dk], value [..., Tk, dv]; ``mask`` is bool, broadcastable to
+    [..., Tq, Tk] (True = may attend); ``causal`` adds :func:`causal_mask`. ``dropout``, if given, is
+    applied to the weights used for the output; the returned weights are the undropped distribution.
+    """
+    e = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))
+    if causal:
+        c = causal_mask(query.size(-2), key.size(-2), device=query.device)
+        mask = c if mask is None else mask & c
+    weights = masked_softmax(e, mask)
+    attn = weights if dropout is None else dropout(weights)
+    return attn @ value, weights
+
+
+def _fused_attention(
+    query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None, causal: bool, dropout_p: float
+) -> Tensor:
+    """The output of :func:`scaled_dot_product_attention` from torch's fused kernels, which skip the weights."""
+    if causal and mask is None and query.size(-2) == key.size(-2):
+        return F.scaled_dot_product_attention(query, key, value, dropout_p=dropout_p, is_causal=True)
+    if causal:  # torch's is_causal aligns top-left; ours aligns bottom-right, so pass it as a mask
+        c = causal_mask(query.size(-2), key.size(-2), device=query.device)
+        mask = c if mask is None else mask & c
+    out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout_p)
+    if mask is None:
+        return out
+    # Backends disagree on a row with nothing to attend (0 or NaN); make it our zero.
+    return out.masked_fill(~mask.any(-1, keepdim=True), 0.0)
+
+
+class MultiHeadAttention(nn.Module):
+    """Vaswani et al. (2017), section 3.2.2: Concat(head_1..head_h) W^O, head_i = Attention(QW_i^Q, KW_i^K, VW_i^V)."""
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True) -> None:
+        super().__init__()
+        if d_model % n_heads:
+            raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
+        self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
+        # One [D,D] matrix per role holds the h per-head projections side by side.
+        self.W_q = nn.Linear(d_model, d_model, bias=bias)
+        self.W_k = nn.Linear(d_model, d_model, bias=bias)
+        self.W_v = nn.Linear(d_model, d_model, bias=bias)
+        self.W_o = nn.Linear(d_model, d_model, bias=bias)
+        self.dropout = nn.Dropout(dropout)
+
+    def _split_heads(self, x: Tensor) -> Tensor:
+        """[B,T,D] -> [B,H,T,dh]."""
+        return x.unflatten(-1, (self.n_heads, self.d_head)).transpose(1, 2)
+
+    def project_kv(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
+        """Per-head K W^K and V W^V: [B,Tk,D] -> [B,H,Tk,dh] each. Cache these when decoding step by step."""
+        return self._split_heads(self.W_k(key)), self._split_heads(self.W_v(value))
+
+    def attend(
+        self,
+        query: Tensor,
+        k: Tensor,
+        v: Tensor,
+        key_mask: Tensor | None = None,
+        causal: bool = False,
+        need_weights: bool = True,
+    ) -> tuple[Tensor, Tensor | None]:
+        """Attend with already projected per-head ``k``, ``v`` [B,H,Tk,dh] (from :meth:`project_kv`).
+
+        query [B,Tq,D]; key_mask [B,Tk] (True = real). ``causal`` aligns the queries with the last
+        Tq keys (see :func:`causal_mask`), so a one-step query against a growing cache just works.
+        Returns out [B,Tq,D] and weights [B,H,Tq,Tk]; with ``need_weights=False`` the weights are None
+        and torch's fused kernel computes the output.
+        """
+        q = self._split_heads(self.W_q(query))
+        mask = None if key_mask is None else key_mask[:, None, None, :]  # -> [B,1,1,Tk]
+        weights: Tensor | None = None
+        if need_weights:
+            heads, weights = scaled_dot_product_attention(q, k, v, mask, causal, self.dropout)
+        else:  # several times faster, and equal (tested)
+            heads = _fused_attention(q, k, v, mask, causal, self.dropout.p if self.training else 0.0)
+        return self.W_o(heads.transpose(1, 2).flatten(-2)), weights
+
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        key_mask: Tensor | None = None,
+        causal: bool = False,
+        need_weights: bool = True,
+    ) -> tuple[Tensor, Tensor | None]:
+        """out [B,Tq,D] and per-head weights [B,H,Tq,Tk]; query [B,Tq,D], key/value [B,Tk,D]."""
+        k, v = self.project_kv(key, value)
+        return self.attend(query, k, v, key_mask, causal, need_weights)
+
+    @torch.no_grad()
+    def load_from_torch(self, mha: nn.MultiheadAttention) -> MultiHeadAttention:
+        """Copy the weights of an ``nn.MultiheadAttention`` of the same size into this module; returns self."""
+        if (mha.embed_dim, mha.num_heads) != (self.d_model, self.n_heads) or not mha._qkv_same_embed_dim:
+            raise ValueError(
+                "load_from_torch needs nn.MultiheadAttention(d_model, n_heads) with kdim == vdim == d_model"
+            )
+        if (mha.in_proj_bias is None) != (self.W_q.bias is None) or mha.bias_k is not None:
+            raise ValueError("load_from_torch needs the same bias setting and no add_bias_kv")
+        for i, linear in enumerate((self.W_q, self.W_k, self.W_v)):
+            rows = slice(i * self.d_model, (i + 1) * self.d_model)
+            linear.weight.copy_(mha.in_proj_weight[rows])
+            if linear.bias is not None:
+                linear.bias.copy_(mha.in_proj_bias[rows])
+        self.W_o.weight.copy_(mha.out_proj.weight)
+        if self.W_o.bias is not None:
+            self.W_o.bias.copy_(mha.out_proj.bias)
+        return self

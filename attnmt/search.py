@@ -1,0 +1,293 @@
+"""Greedy and batched beam search over the model interface (docs/architecture.md).
+
+Both searches run a whole batch of sentences at once and drop a sentence from the batch as soon as
+its result is settled, so the decoding work falls as sentences finish. Beam search flattens the
+sentences and their beams into ``B*K`` rows; because every tensor in an encoder output or decoder
+state is batch-first, any state is reordered with ``t.index_select(0, rows)`` without knowing the
+model.
+
+Conventions shared by both searches:
+
+* The hypothesis of sentence ``i`` holds at most ``max_len_i = floor(max_len_a * src_len_i +
+  max_len_b)`` tokens (capped by ``max_len_cap``), EOS not counted. A hypothesis that reaches
+  ``max_len_i`` tokens is forced to end with EOS at the next step, so every hypothesis ends in a
+  scored EOS step.
+* PAD and BOS are never generated (their log probs are set to -inf); UNK may be.
+* ``log_prob`` is the sum of the model's log probs of the tokens and of the final EOS;
+  ``score = log_prob / lp(len(tokens) + 1)`` with the GNMT length penalty
+  ``lp(n) = ((5 + n) / 6) ** alpha`` (the length counts the EOS; alpha 0 disables it).
+* ``attention`` is ``[len(tokens) + 1, S_i]`` (one row per generated token including the EOS step,
+  columns trimmed to the sentence's real source length), on the CPU; ``None`` for a model whose
+  ``decode_step`` returns no attention.
+* The model runs in eval mode during the search; its previous mode is restored afterwards.
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import torch
+from torch import Tensor
+
+from attnmt.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from attnmt.errors import UserError
+
+__all__ = ["Hypothesis", "greedy_search", "beam_search", "length_penalty_factor", "max_output_lengths"]
+
+
+@dataclass
+class Hypothesis:
+    """One output sentence: token ids without BOS/EOS, its scores and its attention."""
+
+    tokens: list[int]
+    score: float  # length-penalised log prob (see the module docstring)
+    log_prob: float  # sum of the log probs of the tokens and of the final EOS
+    attention: Tensor | None  # [len(tokens) + 1, S_i] on the CPU, or None
+
+
+# ----------------------------------------------------------------------------------------- helpers
+
+
+def length_penalty_factor(length: int | float, alpha: float) -> float:
+    """GNMT length penalty ``((5 + length) / 6) ** alpha``; 1.0 when alpha is 0."""
+    if alpha == 0:
+        return 1.0
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+def max_output_lengths(src_len: list[int], max_len_a: float, max_len_b: float,
+                       max_len_cap: int | None = None) -> list[int]:
+    """Per sentence the most output tokens (EOS not counted): ``floor(a * src_len + b)``, capped."""
+    lengths = []
+    for n in src_len:
+        m = max(0, math.floor(max_len_a * n + max_len_b))
+        if max_len_cap is not None:
+            m = min(m, max_len_cap)
+        lengths.append(m)
+    return lengths
+
+
+def _select_rows(x: Any, rows: Tensor) -> Any:
+    """``x`` with the rows ``rows`` of every batch-first tensor in it (dicts/lists/tuples nested)."""
+    if isinstance(x, Tensor):
+        return x.index_select(0, rows)
+    if isinstance(x, dict):
+        return {k: _select_rows(v, rows) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return type(x)(_select_rows(v, rows) for v in x)
+    return x  # None, ints, ...: not per-row data
+
+
+@contextmanager
+def _eval_mode(model: Any) -> Iterator[None]:
+    """Run the model in eval mode (no dropout) and restore its previous mode afterwards."""
+    was_training = getattr(model, "training", None)
+    if was_training:
+        model.eval()
+    try:
+        yield
+    finally:
+        if was_training:
+            model.train(True)
+
+
+def _prepare_log_probs(log_probs: Tensor, at_max_len: Tensor) -> Tensor:
+    """Float32 log probs with PAD/BOS banned and only EOS allowed on rows that are at max length."""
+    log_probs = log_probs.float()
+    vocab = torch.arange(log_probs.size(1), device=log_probs.device)
+    banned = ((vocab == PAD_ID) | (vocab == BOS_ID)).unsqueeze(0)  # [1, V]
+    banned = banned | (at_max_len.unsqueeze(1) & (vocab != EOS_ID).unsqueeze(0))  # [N, V]
+    return log_probs.masked_fill(banned, float("-inf"))
+
+
+def _make_hypothesis(tokens: list[int], log_prob: float, attention: Tensor | None, src_len: int,
+                     alpha: float) -> Hypothesis:
+    """A finished hypothesis: ``tokens`` without EOS, attention rows incl. EOS (trimmed, CPU)."""
+    if attention is not None:
+        with torch.inference_mode(False):  # a normal tensor, which callers may also change in place
+            attention = attention[:, :src_len].float().cpu().clone()
+    score = log_prob / length_penalty_factor(len(tokens) + 1, alpha)
+    return Hypothesis(tokens=tokens, score=score, log_prob=log_prob, attention=attention)
+
+
+def _check_inputs(src: Tensor, src_len: Tensor) -> list[int]:
+    if src.dim() != 2:
+        raise ValueError(f"search: src must be [B, S], got shape {tuple(src.shape)}")
+    lengths = [int(n) for n in src_len.tolist()]
+    if len(lengths) != src.size(0):
+        raise ValueError(f"search: src_len has {len(lengths)} entries for a batch of {src.size(0)}")
+    return lengths
+
+
+# ------------------------------------------------------------------------------------------ greedy
+
+
+@torch.inference_mode()
+def greedy_search(model, src: Tensor, src_len: Tensor, max_len_a: float = 1.5, max_len_b: float = 10,
+                  max_len_cap: int | None = None, length_penalty: float = 1.0) -> list[list[Hypothesis]]:
+    """Batched greedy decoding: per sentence a list with its one hypothesis.
+
+    ``length_penalty`` only sets ``Hypothesis.score`` (the tokens do not depend on it); it matches
+    beam_search's default so that ``beam_search(beam_size=1)`` gives exactly this output. A sentence
+    stops at EOS (or at its maximum length, with a forced EOS) and leaves the batch.
+    """
+    lengths = _check_inputs(src, src_len)
+    batch_size = len(lengths)
+    if batch_size == 0:
+        return []
+    device = src.device
+    max_lens = torch.tensor(max_output_lengths(lengths, max_len_a, max_len_b, max_len_cap), device=device)
+    results: list[list[Hypothesis]] = [[] for _ in range(batch_size)]
+
+    with _eval_mode(model):
+        enc = model.encode(src, src_len)
+        state = model.init_state(enc)
+        sent = torch.arange(batch_size, device=device)  # original index of each active row
+        y_prev = torch.full((batch_size,), BOS_ID, dtype=torch.long, device=device)
+        cum = torch.zeros(batch_size, device=device)  # log prob so far
+        tokens = torch.empty(batch_size, 0, dtype=torch.long, device=device)
+        attn: Tensor | None = None  # [N, t, S]
+
+        for step in range(int(max_lens.max()) + 1):
+            log_probs, state, alpha = model.decode_step(y_prev, state, enc)
+            log_probs = _prepare_log_probs(log_probs, max_lens[sent] == step)
+            # the same top-1 over (cum + log probs) as beam search's top-K, so beam 1 == greedy exactly
+            cum, tok = (cum.unsqueeze(1) + log_probs).topk(1, dim=1)
+            cum, tok = cum.squeeze(1), tok.squeeze(1)
+            tokens = torch.cat([tokens, tok.unsqueeze(1)], dim=1)
+            if alpha is not None:
+                rows = alpha.unsqueeze(1).float()
+                attn = rows if attn is None else torch.cat([attn, rows], dim=1)
+
+            # a sentence ends at EOS; one whose every continuation has probability 0 ends without result
+            finished = (tok == EOS_ID) & torch.isfinite(cum)
+            done = (tok == EOS_ID) | ~torch.isfinite(cum)
+            for r in finished.nonzero().flatten().tolist():
+                i = int(sent[r])
+                results[i].append(_make_hypothesis(tokens[r, :-1].tolist(), float(cum[r]),
+                                                   None if attn is None else attn[r], lengths[i],
+                                                   length_penalty))
+            if bool(done.all()):
+                break
+            if bool(done.any()):  # shrink the batch to the unfinished sentences
+                keep = (~done).nonzero().flatten()
+                enc, state = _select_rows(enc, keep), _select_rows(state, keep)
+                sent, cum, tok, tokens = sent[keep], cum[keep], tok[keep], tokens[keep]
+                attn = None if attn is None else attn[keep]
+            y_prev = tok
+    return results
+
+
+# -------------------------------------------------------------------------------------------- beam
+
+
+@torch.inference_mode()
+def beam_search(model, src: Tensor, src_len: Tensor, beam_size: int = 5, n_best: int = 1,
+                length_penalty: float = 1.0, max_len_a: float = 1.5, max_len_b: float = 10,
+                max_len_cap: int | None = None) -> list[list[Hypothesis]]:
+    """Batched beam search: per sentence its ``n_best`` best hypotheses, best score first.
+
+    Each step expands the live hypotheses of every sentence and keeps the ``beam_size`` best
+    candidates by log prob; candidates that end in EOS are finished and leave the beam (their slot
+    is refilled at the next step from the expansions of the live ones). A sentence is settled, and
+    leaves the batch, when it has no live hypothesis, or when it has ``n_best`` finished ones and no
+    live hypothesis can still reach a better score than the worst of the ``n_best`` best finished
+    ones. The bound: log probs only fall, so a live hypothesis with log prob ``lp`` (<= 0) ends with a
+    score of at most ``lp / max(lp(n) for the final lengths n it can still reach)`` (the largest
+    penalty divisor is that of the longest reachable output when alpha > 0, of the shortest when
+    alpha < 0; with alpha 0 the bound is ``lp`` itself).
+
+    With ``beam_size`` 1 this is exactly :func:`greedy_search` (tokens and scores).
+    """
+    if beam_size < 1:
+        raise UserError(f"search: beam_size must be at least 1, got {beam_size}")
+    if not 1 <= n_best <= beam_size:
+        raise UserError(f"search: n_best must be between 1 and beam_size ({beam_size}), got {n_best}")
+    lengths = _check_inputs(src, src_len)
+    batch_size = len(lengths)
+    if batch_size == 0:
+        return []
+    device, K = src.device, beam_size
+    max_len_list = max_output_lengths(lengths, max_len_a, max_len_b, max_len_cap)
+    max_lens = torch.tensor(max_len_list, device=device)
+    # the largest length-penalty divisor for the longest output a sentence allows (EOS counted)
+    lp_longest = torch.tensor([length_penalty_factor(m + 1, length_penalty) for m in max_len_list],
+                              device=device)
+    finished: list[list[Hypothesis]] = [[] for _ in range(batch_size)]
+    ninf = float("-inf")
+
+    with _eval_mode(model):
+        enc = model.encode(src, src_len)
+        # rows are sentence-major: row a*K + k is beam k of active sentence a
+        expand = torch.arange(batch_size, device=device).repeat_interleave(K)
+        enc = _select_rows(enc, expand)
+        state = model.init_state(enc)
+        sent = torch.arange(batch_size, device=device)  # original index of each active sentence
+        y_prev = torch.full((batch_size * K,), BOS_ID, dtype=torch.long, device=device)
+        # all K beams start equal: only beam 0 is live at the first step, so no duplicates arise
+        cum = torch.full((batch_size, K), ninf, device=device)
+        cum[:, 0] = 0.0
+        tokens = torch.empty(batch_size * K, 0, dtype=torch.long, device=device)
+        attn: Tensor | None = None  # [N*K, t, S]
+        worst_kept = torch.full((batch_size,), ninf, device=device)  # n_best-th best finished score
+
+        for step in range(int(max_lens.max()) + 1):
+            n = sent.numel()
+            log_probs, state, alpha = model.decode_step(y_prev, state, enc)
+            at_max_len = (max_lens[sent] == step).repeat_interleave(K)
+            log_probs = _prepare_log_probs(log_probs, at_max_len)
+            vocab = log_probs.size(1)
+
+            # the K best expansions of each sentence's live hypotheses (dead rows hold -inf)
+            candidates = (cum.view(-1, 1) + log_probs).view(n, K * vocab)
+            cum, flat = candidates.topk(K, dim=1)  # [n, K], best first
+            tok = flat % vocab
+            parent = (torch.arange(n, device=device) * K).unsqueeze(1) + flat // vocab  # rows of this step
+            parent, tok = parent.view(-1), tok.view(-1)
+            tokens = torch.cat([tokens.index_select(0, parent), tok.unsqueeze(1)], dim=1)
+            if alpha is not None:
+                rows = alpha.index_select(0, parent).unsqueeze(1).float()
+                attn = rows if attn is None else torch.cat([attn.index_select(0, parent), rows], dim=1)
+
+            # candidates ending in EOS are finished; their rows die (log prob -inf)
+            is_eos = (tok == EOS_ID).view(n, K)
+            new_finished = is_eos & torch.isfinite(cum)
+            if bool(new_finished.any()):
+                for a, k in new_finished.nonzero().tolist():
+                    i, r = int(sent[a]), a * K + k
+                    finished[i].append(_make_hypothesis(tokens[r, :-1].tolist(), float(cum[a, k]),
+                                                        None if attn is None else attn[r], lengths[i],
+                                                        length_penalty))
+                for a in new_finished.any(1).nonzero().flatten().tolist():
+                    scores = sorted((h.score for h in finished[int(sent[a])]), reverse=True)
+                    if len(scores) >= n_best:
+                        worst_kept[a] = scores[n_best - 1]
+            cum = cum.masked_fill(is_eos, ninf)
+
+            # settled: nothing live, or no live hypothesis can beat the worst kept finished one
+            live = torch.isfinite(cum)
+            lp_shortest = length_penalty_factor(step + 2, length_penalty)  # live ones hold step+1 tokens
+            divisor = lp_longest[sent].clamp(min=lp_shortest)
+            bound = (cum / divisor.unsqueeze(1)).masked_fill(~live, ninf).max(dim=1).values
+            done = ~live.any(dim=1) | (worst_kept >= bound)
+            if bool(done.all()):
+                break
+            if bool(done.any()):  # shrink the batch to the unsettled sentences
+                keep = (~done).nonzero().flatten()
+                keep_rows = (keep.unsqueeze(1) * K + torch.arange(K, device=device)).view(-1)
+                enc = _select_rows(enc, keep_rows)
+                sent, cum, worst_kept = sent[keep], cum[keep], worst_kept[keep]
+                parent, tok = parent[keep_rows], tok[keep_rows]
+                tokens = tokens[keep_rows]
+                attn = None if attn is None else attn[keep_rows]
+            state = _select_rows(state, parent)
+            y_prev = tok
+
+    results = []
+    for hyps in finished:
+        # stable sort: among equal scores the one finished first comes first
+        results.append(sorted(hyps, key=lambda h: h.score, reverse=True)[:n_best])
+    return results

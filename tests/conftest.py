@@ -1,0 +1,46 @@
+"""Shared fixtures: a tiny synthetic corpus and a tiny trained model, made once per test session."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from attnmt.config import Config, DataConfig, DecodeConfig, ModelConfig, TrainConfig
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def tiny_config(data_dir: Path, model_type: str = "rnnsearch", **train) -> Config:
+    """A model small enough to train for a few seconds on two cores."""
+    return Config(
+        name=f"tiny-{model_type}",
+        data=DataConfig(train_src=str(data_dir / "train.src"), train_tgt=str(data_dir / "train.tgt"),
+                        valid_src=str(data_dir / "valid.src"), valid_tgt=str(data_dir / "valid.tgt"),
+                        tokenizer="word", max_len=30),
+        model=ModelConfig(type=model_type, emb_size=32, hidden_size=48, dropout=0.1, reverse_source=True,
+                          d_model=32, n_heads=2, ff_size=64, enc_layers=1, dec_layers=1),
+        train=TrainConfig(**{"seed": 3, "batch_tokens": 400, "lr": 0.005, "max_steps": 120, "valid_every": 40,
+                             "valid_bleu_sample": 20, "log_every": 10, "progress": False, "tensorboard": False,
+                             "scheduler": "none", **train}),
+        decode=DecodeConfig(beam=3),
+    )
+
+
+@pytest.fixture(scope="session")
+def tiny_corpus(tmp_path_factory) -> Path:
+    from attnmt.data.synthetic import make_splits, write_corpus
+
+    directory = tmp_path_factory.mktemp("corpus")
+    for name, pairs in make_splits(600, 40, 40, min_len=3, max_len=10, seed=5).items():
+        write_corpus(pairs, directory, name)
+    return directory
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tiny_corpus, tmp_path_factory) -> Path:
+    from attnmt.train import train
+
+    model_dir = tmp_path_factory.mktemp("models") / "rnnsearch"
+    train(tiny_config(tiny_corpus), model_dir, quiet=True)
+    return model_dir

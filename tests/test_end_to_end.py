@@ -1,0 +1,94 @@
+"""Train tiny models for seconds, then translate, reload, resume: the whole pipeline."""
+
+import json
+
+import pytest
+import torch
+
+import attnmt
+from attnmt.checkpoint import load_checkpoint
+from attnmt.train import train
+from tests.conftest import tiny_config
+
+
+def log_events(model_dir, kind):
+    lines = (model_dir / "train_log.jsonl").read_text(encoding="utf-8").splitlines()
+    return [r for r in map(json.loads, lines) if r["event"] == kind]
+
+
+def test_training_lowers_the_loss(tiny_model):
+    losses = [r["loss"] for r in log_events(tiny_model, "train")]
+    assert len(losses) >= 10
+    assert losses[-1] < 0.75 * losses[0], losses
+    valid = log_events(tiny_model, "valid")
+    assert valid and all("bleu" in r and "ppl" in r for r in valid)
+    for name in ("config.yaml", "src.vocab", "tgt.vocab", "checkpoints/best.pt", "checkpoints/last.pt"):
+        assert (tiny_model / name).is_file(), name
+
+
+def test_data_filtering_is_counted(tiny_model):
+    (record,) = [r for r in log_events(tiny_model, "data") if r["split"] == "train"]
+    assert record["total"] == 600 and record["kept"] + record["empty"] + record["too_long"] == 600
+
+
+def test_reloaded_model_translates_identically(tiny_model, tiny_corpus):
+    sentences = (tiny_corpus / "test.src").read_text(encoding="utf-8").splitlines()[:12]
+    first = attnmt.load(tiny_model)
+    second = attnmt.load(tiny_model)
+    a = first.translate(sentences, beam=3)
+    b = second.translate(sentences, beam=3)
+    assert [t.text for t in a] == [t.text for t in b]
+    assert all(t.attention.shape == (len(t.tgt_tokens) + 1, len(t.src_tokens)) for t in a)
+    assert all(abs(t.attention.sum(1) - 1).max() < 1e-5 for t in a)
+
+
+def test_beam_one_equals_greedy(tiny_model, tiny_corpus):
+    translator = attnmt.load(tiny_model)
+    sentences = (tiny_corpus / "test.src").read_text(encoding="utf-8").splitlines()
+    greedy = translator.translate(sentences, beam=1)
+    from attnmt.search import beam_search, greedy_search
+
+    with torch.inference_mode():
+        ids = [translator.src.ids(s) for s in sentences[:8]]
+        from attnmt.data.batching import collate
+
+        batch = collate([(i, None) for i in ids], list(range(len(ids))))
+        g = greedy_search(translator.model, batch.src, batch.src_len)
+        b = beam_search(translator.model, batch.src, batch.src_len, beam_size=1)
+    assert [h[0].tokens for h in g] == [h[0].tokens for h in b]
+    assert [t.text for t in greedy[:8]] == [translator.tgt.detokenize(h[0].tokens) for h in g]
+
+
+def test_n_best_is_sorted_and_sized(tiny_model):
+    translator = attnmt.load(tiny_model)
+    (t,) = translator.translate(["tiny input sentence"], beam=4, n_best=3)
+    assert len(t.n_best) == 3 and t.n_best[0] is t
+    scores = [h.score for h in t.n_best]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_resume_continues_to_identical_weights(tiny_corpus, tmp_path):
+    """A run stopped half-way and resumed ends where an uninterrupted run ends (CPU, fixed seed)."""
+    whole = tmp_path / "whole"
+    train(tiny_config(tiny_corpus, max_steps=60, valid_every=20, valid_bleu_sample=0), whole, quiet=True)
+    part = tmp_path / "part"
+    train(tiny_config(tiny_corpus, max_steps=40, valid_every=20, valid_bleu_sample=0), part, quiet=True)
+    train(tiny_config(tiny_corpus, max_steps=60, valid_every=20, valid_bleu_sample=0), part, resume=True,
+          quiet=True)
+    a = load_checkpoint(whole / "checkpoints" / "last.pt")
+    b = load_checkpoint(part / "checkpoints" / "last.pt")
+    assert a["train_state"]["step"] == b["train_state"]["step"] == 60
+    for name, tensor in a["model"].items():
+        assert torch.equal(tensor, b["model"][name]), name
+
+
+@pytest.mark.parametrize("model_type", ["seq2seq", "transformer"])
+def test_other_model_types_train_and_translate(model_type, tiny_corpus, tmp_path):
+    config = tiny_config(tiny_corpus, model_type, max_steps=30, valid_every=30, valid_bleu_sample=5)
+    if model_type == "transformer":
+        config.train.scheduler, config.train.warmup_steps, config.train.lr = "noam", 10, 0.003
+    train(config, tmp_path / model_type, quiet=True)
+    translator = attnmt.load(tmp_path / model_type)
+    (t,) = translator.translate(["a b c"], beam=2)
+    assert isinstance(t.text, str)
+    assert (t.attention is None) == (model_type == "seq2seq")
