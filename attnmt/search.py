@@ -143,9 +143,12 @@ def greedy_search(model, src: Tensor, src_len: Tensor, max_len_a: float = 1.5, m
     results: list[list[Hypothesis]] = [[] for _ in range(batch_size)]
 
     with _eval_mode(model):
+        sent = torch.arange(batch_size, device=device)  # original index of each active row
+        # The model sees tensors laid out exactly as in beam_search (which copies enc to expand it and
+        # copies the state to reorder it every step): a kernel on a non-contiguous view may round
+        # differently, and beam size 1 must give greedy's output bit for bit.
         enc = model.encode(src, src_len)
         state = model.init_state(enc)
-        sent = torch.arange(batch_size, device=device)  # original index of each active row
         y_prev = torch.full((batch_size,), BOS_ID, dtype=torch.long, device=device)
         cum = torch.zeros(batch_size, device=device)  # log prob so far
         tokens = torch.empty(batch_size, 0, dtype=torch.long, device=device)
@@ -172,11 +175,12 @@ def greedy_search(model, src: Tensor, src_len: Tensor, max_len_a: float = 1.5, m
                                                    length_penalty))
             if bool(done.all()):
                 break
-            if bool(done.any()):  # shrink the batch to the unfinished sentences
-                keep = (~done).nonzero().flatten()
-                enc, state = _select_rows(enc, keep), _select_rows(state, keep)
+            keep = (~done).nonzero().flatten()
+            if len(keep) < len(done):  # shrink the batch to the unfinished sentences
+                enc = _select_rows(enc, keep)
                 sent, cum, tok, tokens = sent[keep], cum[keep], tok[keep], tokens[keep]
                 attn = None if attn is None else attn[keep]
+            state = _select_rows(state, keep) if len(keep) < len(done) else state
             y_prev = tok
     return results
 
@@ -213,7 +217,7 @@ def beam_search(model, src: Tensor, src_len: Tensor, beam_size: int = 5, n_best:
     device, K = src.device, beam_size
     max_len_list = max_output_lengths(lengths, max_len_a, max_len_b, max_len_cap)
     max_lens = torch.tensor(max_len_list, device=device)
-    # the largest length-penalty divisor for the longest output a sentence allows (EOS counted)
+    # the length-penalty divisor of the longest output each sentence allows (EOS counted)
     lp_longest = torch.tensor([length_penalty_factor(m + 1, length_penalty) for m in max_len_list],
                               device=device)
     finished: list[list[Hypothesis]] = [[] for _ in range(batch_size)]

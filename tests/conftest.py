@@ -5,6 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
+
+# Tiny models are fastest on one thread, and a second thread only competes with other processes.
+torch.set_num_threads(1)
 
 from attnmt.config import Config, DataConfig, DecodeConfig, ModelConfig, TrainConfig
 
@@ -22,7 +26,7 @@ def tiny_config(data_dir: Path, model_type: str = "rnnsearch", **train) -> Confi
                           d_model=32, n_heads=2, ff_size=64, enc_layers=1, dec_layers=1),
         train=TrainConfig(**{"seed": 3, "batch_tokens": 400, "lr": 0.005, "max_steps": 120, "valid_every": 40,
                              "valid_bleu_sample": 20, "log_every": 10, "progress": False, "tensorboard": False,
-                             "scheduler": "none", **train}),
+                             "scheduler": "none", "threads": 1, **train}),
         decode=DecodeConfig(beam=3),
     )
 
