@@ -147,7 +147,7 @@ def greedy_search(model, src: Tensor, src_len: Tensor, max_len_a: float = 1.5, m
         # The model sees tensors laid out exactly as in beam_search (which copies enc to expand it and
         # copies the state to reorder it every step): a kernel on a non-contiguous view may round
         # differently, and beam size 1 must give greedy's output bit for bit.
-        enc = model.encode(src, src_len)
+        enc = _select_rows(model.encode(src, src_len), sent)
         state = model.init_state(enc)
         y_prev = torch.full((batch_size,), BOS_ID, dtype=torch.long, device=device)
         cum = torch.zeros(batch_size, device=device)  # log prob so far
@@ -180,7 +180,7 @@ def greedy_search(model, src: Tensor, src_len: Tensor, max_len_a: float = 1.5, m
                 enc = _select_rows(enc, keep)
                 sent, cum, tok, tokens = sent[keep], cum[keep], tok[keep], tokens[keep]
                 attn = None if attn is None else attn[keep]
-            state = _select_rows(state, keep) if len(keep) < len(done) else state
+            state = _select_rows(state, keep)
             y_prev = tok
     return results
 

@@ -72,7 +72,7 @@ class Translator:
             batch = collate([(src_ids[i], None) for i in nonempty], nonempty).to(self.device)
             kwargs = dict(max_len_a=d.max_len_a, max_len_b=d.max_len_b, max_len_cap=d.max_len_cap)
             if beam == 1 and n_best == 1:
-                hyps = greedy_search(self.model, batch.src, batch.src_len, **kwargs)
+                hyps = greedy_search(self.model, batch.src, batch.src_len, length_penalty=length_penalty, **kwargs)
             else:
                 hyps = beam_search(self.model, batch.src, batch.src_len, beam_size=beam, n_best=n_best,
                                    length_penalty=length_penalty, **kwargs)

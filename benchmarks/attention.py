@@ -44,6 +44,7 @@ for _variable in THREAD_VARIABLES:  # must precede the numpy and torch imports, 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+from torch.utils._pytree import tree_leaves  # noqa: E402
 
 from attnmt import attention as ref  # noqa: E402
 from attnmt.models.attention import (  # noqa: E402
@@ -99,8 +100,14 @@ class LiveTensorBytes(TorchDispatchMode):
         self.live -= nbytes
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        out = func(*args, **(kwargs or {}))
-        for t in out if isinstance(out, (tuple, list)) else (out,):
+        kwargs = kwargs or {}
+        # A storage first met as an input was made outside (an input, a parameter): mark it seen
+        # so that a view of it, e.g. a weight's transpose, is not counted as new memory.
+        for t in tree_leaves((args, kwargs)):
+            if isinstance(t, torch.Tensor):
+                self._seen.add(t.untyped_storage())
+        out = func(*args, **kwargs)
+        for t in tree_leaves(out):
             if isinstance(t, torch.Tensor):
                 # One Python object per storage (torch preserves it), so views add nothing and the
                 # finaliser runs when the last tensor using the storage is gone.

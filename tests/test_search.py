@@ -19,15 +19,6 @@ from attnmt.errors import UserError
 from attnmt.search import Hypothesis, beam_search, greedy_search, length_penalty_factor, max_output_lengths
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: intra-op threads only add overhead (a lot of it on a busy machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 # ------------------------------------------------------------------------------------- fake models
 
 
@@ -39,7 +30,7 @@ class TinyAttnModel(nn.Module):
     """Embedding + GRUCell decoder with dot attention over random encoder states."""
 
     def __init__(self, vocab: int = 11, hidden: int = 16, seed: int = 0, eos_bias: float = 0.0,
-                 with_attention: bool = True):
+                 with_attention: bool = True, layout_sensitive: bool = False):
         super().__init__()
         torch.manual_seed(seed)
         self.src_emb = nn.Embedding(vocab, hidden)
@@ -51,17 +42,22 @@ class TinyAttnModel(nn.Module):
             self.out.weight.mul_(OUT_SCALE)
             self.out.bias[EOS_ID] += eos_bias
         self.with_attention = with_attention
+        self.layout_sensitive = layout_sensitive  # non-contiguous enc/state; output depends on layout
         self.rows_per_step: list[int] = []
         self.modes: list[bool] = []
 
     def encode(self, src, src_len):
         mask = torch.arange(src.size(1)).unsqueeze(0) < src_len.unsqueeze(1)
         memory = torch.tanh(self.src_emb(src)) * mask.unsqueeze(-1)
+        if self.layout_sensitive:
+            memory = memory.transpose(0, 1).contiguous().transpose(0, 1)  # batch-first, not contiguous
         return {"memory": memory, "mask": mask}
 
     def init_state(self, enc):
         n = enc["mask"].sum(1, keepdim=True).float()
         h = torch.tanh(enc["memory"].sum(1) / n)
+        if self.layout_sensitive:
+            h = h.t().contiguous().t()
         return {"h": h, "t": torch.zeros(h.size(0), dtype=torch.long)}
 
     def decode_step(self, y_prev, state, enc):
@@ -73,6 +69,9 @@ class TinyAttnModel(nn.Module):
         ctx = torch.einsum("bs,bsh->bh", alpha, enc["memory"])
         logits = self.out(torch.cat([h, ctx], dim=-1))
         logits[:, EOS_ID] += EOS_RAMP * state["t"]  # EOS grows likelier with the output length
+        if self.layout_sensitive:  # like a kernel whose rounding depends on the memory layout
+            logits[:, 4] += 1e-3 * enc["memory"].is_contiguous()
+            logits[:, 5] += 1e-3 * state["h"].is_contiguous()
         log_probs = torch.log_softmax(logits, dim=-1)
         return log_probs, {"h": h, "t": state["t"] + 1}, (alpha if self.with_attention else None)
 
@@ -175,6 +174,15 @@ def test_beam_size_1_is_exactly_greedy(alpha, with_attention):
     assert same(greedy, beam)
     assert all(len(h) == 1 for h in greedy)
     assert len({len(h[0].tokens) for h in greedy}) > 1  # sentences end at different steps
+
+
+def test_beam_size_1_is_exactly_greedy_for_a_layout_sensitive_model():
+    """Greedy hands the model tensors laid out as beam search does (a Transformer's cached keys are
+    non-contiguous views, and kernels on them round differently)."""
+    model = TinyAttnModel(seed=12, eos_bias=-2.0, layout_sensitive=True)
+    src, src_len = make_batch(LENGTHS, seed=8)
+    greedy = greedy_search(model, src, src_len, max_len_a=1.0, max_len_b=3)
+    assert same(greedy, beam_search(model, src, src_len, beam_size=1, max_len_a=1.0, max_len_b=3))
 
 
 def test_greedy_defaults_match_beam_defaults():

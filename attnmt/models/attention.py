@@ -224,7 +224,7 @@ class MultiHeadAttention(nn.Module):
         weights: Tensor | None = None
         if need_weights:
             heads, weights = scaled_dot_product_attention(q, k, v, mask, causal, self.dropout)
-        else:  # several times faster, and equal (tested)
+        else:  # torch's fused kernel: faster, same output (tested)
             heads = _fused_attention(q, k, v, mask, causal, self.dropout.p if self.training else 0.0)
         return self.W_o(heads.transpose(1, 2).flatten(-2)), weights
 
