@@ -27,6 +27,7 @@ from attnmt.data.batching import Batch, batch_by_sentences, collate, token_batch
 from attnmt.data.dataset import (ParallelData, TextProcessor, build_processors, encode_pairs, load_processors,
                                  read_split, synthetic_splits)
 from attnmt.data.vocab import PAD_ID
+from attnmt.distributed import World, close_world, init_world
 from attnmt.errors import UserError
 from attnmt.models import build_model
 
@@ -74,7 +75,7 @@ def prepare_model_dir(model_dir: Path, overwrite: bool, resume: bool) -> None:
     model_dir.mkdir(parents=True, exist_ok=True)
 
 
-def load_data(config: Config, model_dir: Path, resume: bool, log: "RunLog"):
+def load_data(config: Config, model_dir: Path, resume: bool, log: "RunLog", world: World = World()):
     """Read the corpora, build (or reload) the text processors and encode everything."""
     cfg = config.data
     if cfg.synthetic:
@@ -89,7 +90,12 @@ def load_data(config: Config, model_dir: Path, resume: bool, log: "RunLog"):
     if resume:
         src_proc, tgt_proc = load_processors(model_dir)
     else:
-        src_proc, tgt_proc = build_processors(cfg, train_pairs, model_dir)
+        # One process trains the tokenizers; the others read what it wrote.
+        if world.is_main:
+            src_proc, tgt_proc = build_processors(cfg, train_pairs, model_dir)
+        world.barrier()
+        if not world.is_main:
+            src_proc, tgt_proc = load_processors(model_dir)
     train, stats = encode_pairs(train_pairs, src_proc, tgt_proc, cfg.max_len)
     log.event("data", split="train", **stats)
     if len(train) == 0:
@@ -137,10 +143,11 @@ def validation_loss(model: nn.Module, data: ParallelData, config: Config, device
 class RunLog:
     """The machine-readable log (JSON lines), TensorBoard scalars, and nothing global."""
 
-    def __init__(self, model_dir: Path, tensorboard: bool):
+    def __init__(self, model_dir: Path, tensorboard: bool, enabled: bool = True):
         self.path = model_dir / "train_log.jsonl"
+        self.enabled = enabled
         self.writer = None
-        if tensorboard:
+        if tensorboard and enabled:
             try:
                 from torch.utils.tensorboard import SummaryWriter
 
@@ -150,6 +157,8 @@ class RunLog:
 
     def event(self, kind: str, step: int | None = None, **values) -> dict:
         record = {"event": kind, "time": round(time.time(), 3), **({"step": step} if step is not None else {}), **values}
+        if not self.enabled:
+            return record
         with self.path.open("a", encoding="utf-8") as f:
             f.write(json.dumps(record, ensure_ascii=False) + "\n")
         if self.writer is not None and step is not None:
@@ -223,25 +232,35 @@ def train(config: Config, model_dir: str | Path, resume: bool = False, overwrite
           quiet: bool = False) -> TrainResult:
     """Train the model a config describes into `model_dir`."""
     model_dir = Path(model_dir)
-    prepare_model_dir(model_dir, overwrite, resume)
     t = config.train
-    torch.manual_seed(t.seed)
-    set_threads(t.threads)
-    device = torch.device(t.device)
-    save_config(config, model_dir / "config.yaml")
-    log = RunLog(model_dir, t.tensorboard and not quiet)
+    world = init_world(t.device)
     try:
-        return _train(config, model_dir, resume, quiet, device, log)
+        if world.is_main:
+            prepare_model_dir(model_dir, overwrite, resume)
+            save_config(config, model_dir / "config.yaml")
+        world.barrier()
+        torch.manual_seed(t.seed)
+        set_threads(t.threads)
+        device = torch.device(f"cuda:{world.local_rank}" if t.device == "cuda" and world.distributed else t.device)
+        log = RunLog(model_dir, t.tensorboard and not quiet, enabled=world.is_main)
+        try:
+            return _train(config, model_dir, resume, quiet or not world.is_main, device, log, world)
+        finally:
+            log.close()
     finally:
-        log.close()
+        close_world(world)
 
 
-def _train(config: Config, model_dir: Path, resume: bool, quiet: bool, device: torch.device, log: RunLog):
+def _train(config: Config, model_dir: Path, resume: bool, quiet: bool, device: torch.device, log: RunLog,
+           world: World):
     from attnmt.translator import Translator
 
     t = config.train
-    train_data, valid_data, src_proc, tgt_proc = load_data(config, model_dir, resume, log)
+    train_data, valid_data, src_proc, tgt_proc = load_data(config, model_dir, resume, log, world)
     model = build_model(config.model, len(src_proc.vocab), len(tgt_proc.vocab)).to(device)
+    # DDP averages gradients over processes; the loss below is scaled so that the average equals
+    # the gradient of (summed loss / target tokens) over the global batch, as in one process.
+    trained = nn.parallel.DistributedDataParallel(model) if world.distributed else model
     optimizer = torch.optim.Adam(model.parameters(), lr=t.lr)
     scheduler = make_scheduler(optimizer, config)
     state = TrainState()
@@ -260,12 +279,23 @@ def _train(config: Config, model_dir: Path, resume: bool, quiet: bool, device: t
               config=config_to_dict(config))
 
     def save(name: str) -> None:
+        if not world.is_main:
+            return
         payload = checkpoint_payload(model, optimizer, scheduler, state, config, len(src_proc.vocab),
                                      len(tgt_proc.vocab))
         save_checkpoint(payload, ckpt_dir / f"{name}.pt")
 
     def validate() -> dict:
         record: dict = {}
+        if not world.is_main:
+            # Validation runs on the main process only; the others wait for it, then follow the
+            # learning-rate decision it broadcasts.
+            world.barrier()
+            lr = torch.tensor([0.0])
+            torch.distributed.broadcast(lr, src=0)
+            for group in optimizer.param_groups:
+                group["lr"] = float(lr.item())
+            return record
         if valid_data is not None:
             loss = validation_loss(model, valid_data, config, device)
             record.update(loss=loss, ppl=math.exp(min(loss, 50)))
@@ -293,6 +323,9 @@ def _train(config: Config, model_dir: Path, resume: bool, quiet: bool, device: t
         else:
             save("last")
             save("best")
+        if world.distributed:
+            world.barrier()
+            torch.distributed.broadcast(torch.tensor([optimizer.param_groups[0]["lr"]]), src=0)
         return record
 
     progress = None
@@ -308,13 +341,17 @@ def _train(config: Config, model_dir: Path, resume: bool, quiet: bool, device: t
     with graceful_stop() as stop:
         while not state.stop_reason:
             batches = make_batches(train_data, config, shuffle=True, epoch=state.epoch)
-            for indices in batches[state.batch_in_epoch:]:
-                batch = batch_of(train_data, indices, device)
-                logits, _ = model(batch.src, batch.src_len, batch.tgt_in)
+            # With N processes a step takes N consecutive batches of the epoch's order, one each.
+            n_steps = len(batches) // world.size
+            for k in range(state.batch_in_epoch // world.size, n_steps):
+                batch = batch_of(train_data, batches[k * world.size + world.rank], device)
+                logits, _ = trained(batch.src, batch.src_len, batch.tgt_in)
                 loss_sum = nll_loss(logits, batch.tgt_out, t.label_smoothing)
-                loss = loss_sum / batch.n_tgt_tokens
-                state.batch_in_epoch += 1
-                if not torch.isfinite(loss):
+                step_tokens = world.sum(batch.n_tgt_tokens)
+                loss = loss_sum * world.size / step_tokens
+                state.batch_in_epoch += world.size
+                # Every process must skip together, or the others would wait for its gradients.
+                if world.sum(float(torch.isfinite(loss))) < world.size:
                     optimizer.zero_grad(set_to_none=True)
                     log.event("nonfinite_loss", step=state.step, policy=t.nan_policy)
                     if t.nan_policy == "stop":
@@ -330,9 +367,9 @@ def _train(config: Config, model_dir: Path, resume: bool, quiet: bool, device: t
                 if scheduler is not None and not isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
                     scheduler.step()
                 state.step += 1
-                state.tgt_tokens += batch.n_tgt_tokens
-                window_tokens += batch.n_tgt_tokens
-                window_loss += loss_sum.item()
+                state.tgt_tokens += int(step_tokens)
+                window_tokens += int(step_tokens)
+                window_loss += world.sum(loss_sum.item())
                 state.elapsed_s = time.perf_counter() - started
                 if progress is not None:
                     progress.update(1)
@@ -350,10 +387,13 @@ def _train(config: Config, model_dir: Path, resume: bool, quiet: bool, device: t
                         state.stop_reason = "early_stopping"
                 if state.step >= t.max_steps:
                     state.stop_reason = state.stop_reason or "max_steps"
-                if t.max_time_s is not None and state.elapsed_s >= t.max_time_s:
+                # Clocks and signals differ between processes: only the main process's count.
+                if world.is_main and t.max_time_s is not None and state.elapsed_s >= t.max_time_s:
                     state.stop_reason = state.stop_reason or "max_time"
-                if stop["stop"]:
+                if world.is_main and stop["stop"]:
                     state.stop_reason = state.stop_reason or "interrupted"
+                if world.distributed and world.agree(bool(state.stop_reason)):
+                    state.stop_reason = state.stop_reason or "stopped by the main process"
                 if state.stop_reason:
                     break
             else:

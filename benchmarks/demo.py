@@ -1,0 +1,55 @@
+"""Run `attnmt demo` and record its wall time, peak memory and BLEU per length bucket.
+
+    python benchmarks/demo.py [--quick] [--out PATH]
+
+Checks the chapter's claim on the demo's own numbers: rnnsearch's BLEU in the longest bucket is at
+least 90% of its BLEU in the shortest, seq2seq's longest is below half of its shortest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import write_result  # noqa: E402
+
+from attnmt.demo import run_demo  # noqa: E402
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--out", help="JSON result path (default benchmarks/results/demo[_quick].json)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        started = time.perf_counter()
+        result = run_demo(Path(tmp) / "demo", quick=args.quick, quiet=True)
+        wall = time.perf_counter() - started
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    ratios = {m: bs[-1].bleu / max(bs[0].bleu, 1e-9) for m, bs in result.buckets.items()}
+    claims = {
+        "rnnsearch_longest_over_shortest": round(ratios["rnnsearch"], 3),
+        "seq2seq_longest_over_shortest": round(ratios["seq2seq"], 3),
+        "rnnsearch_holds (>= 0.9)": ratios["rnnsearch"] >= 0.9,
+        "seq2seq_collapses (< 0.5)": ratios["seq2seq"] < 0.5,
+    }
+    path = write_result("demo_quick" if args.quick else "demo", {
+        "wall_s": round(wall, 1),
+        "peak_rss_mib": round(peak_mib, 1),
+        "bleu": result.bleu,
+        "buckets": {m: [{"lengths": b.label, "n": b.n, "bleu": round(b.bleu, 2)} for b in bs]
+                    for m, bs in result.buckets.items()},
+        "claims": claims,
+    }, args.out)
+    print(result.report)
+    print(f"wall {wall:.0f} s, peak RSS {peak_mib:.0f} MiB, claims {claims} -> {path}")
+    return 0 if args.quick or (claims["rnnsearch_holds (>= 0.9)"] and claims["seq2seq_collapses (< 0.5)"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
