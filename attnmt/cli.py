@@ -103,6 +103,47 @@ def cmd_data(args) -> None:
     print(f"multi30k files in {args.dest}")
 
 
+def cmd_serve(args) -> None:
+    from attnmt.serve import serve
+
+    serve(args.model, host=args.host, port=args.port, max_batch_size=args.max_batch_size,
+          max_wait_ms=args.max_wait_ms, max_texts=args.max_texts, max_text_chars=args.max_text_chars,
+          max_beam=args.max_beam, checkpoint=args.checkpoint, threads=args.threads, log_level=args.log_level)
+
+
+def cmd_align(args) -> None:
+    from attnmt.align import align_files, format_links, format_scores
+
+    if args.model is None and args.baseline is None:
+        raise UserError("align: pass --model DIR (attention links) or --baseline diagonal (no model), or both")
+    result = align_files(args.model, args.src, args.tgt, gold_path=args.gold, threshold=args.threshold,
+                         baseline=args.baseline == "diagonal", checkpoint=args.checkpoint)
+    if args.method not in result.links:
+        raise UserError(f"align: --method {args.method} needs " + ("--baseline diagonal" if args.method == "diagonal"
+                                                                    else "--model"))
+    lines = [format_links(links, one_based=args.one_based) + "\n" for links in result.links[args.method]]
+    if args.out:
+        _refuse_overwrite(Path(args.out), args.overwrite)
+        Path(args.out).write_text("".join(lines), encoding="utf-8")
+    elif not args.gold:
+        sys.stdout.write("".join(lines))
+    if result.scores:
+        print(format_scores(result.scores))
+    if args.json:
+        import json
+        from dataclasses import asdict
+
+        _refuse_overwrite(Path(args.json), args.overwrite)
+        Path(args.json).write_text(json.dumps({m: asdict(s) for m, s in result.scores.items()}, indent=2),
+                                   encoding="utf-8")
+
+
+def cmd_study(args) -> None:
+    from attnmt.study import run_study
+
+    run_study(args.config, out=args.out, retrain=args.retrain, jobs=args.jobs, quiet=args.quiet)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="attnmt", description="Neural machine translation with attention.")
     from attnmt import __version__
@@ -161,6 +202,51 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--from", dest="from_dir", help="copy from a local folder with the official file names")
     p.add_argument("--overwrite", action="store_true")
     p.set_defaults(func=cmd_data)
+
+    p = sub.add_parser("serve", help="serve models over HTTP: a JSON API and a page with attention heatmaps")
+    p.add_argument("--model", action="append", required=True, metavar="[NAME=]DIR",
+                   help="a trained model folder, named NAME or after its folder (repeatable; the first is the "
+                        "default)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1, this machine "
+                                                       "only)")
+    p.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
+    p.add_argument("--checkpoint", default="best", choices=["best", "last"])
+    p.add_argument("--max-batch-size", type=int, default=32,
+                   help="most sentences decoded together (default: 32; 1 = one request at a time)")
+    p.add_argument("--max-wait-ms", type=float, default=10.0,
+                   help="how long a request waits for others to batch with (default: 10)")
+    p.add_argument("--max-texts", type=int, default=32, help="most sentences per request (default: 32)")
+    p.add_argument("--max-text-chars", type=int, default=1000, help="most characters per sentence (default: 1000)")
+    p.add_argument("--max-beam", type=int, default=10, help="largest beam a request may ask for (default: 10)")
+    p.add_argument("--threads", type=int, default=None, help="torch threads for decoding (default: torch's)")
+    p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"],
+                   help="uvicorn's log level; 'warning' drops the line per request (default: info)")
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("align", help="word alignments from a model's attention (Pharaoh i-j), scored against gold")
+    p.add_argument("--model", help="trained attention model folder (rnnsearch or transformer)")
+    p.add_argument("--checkpoint", default="best", choices=["best", "last"])
+    p.add_argument("--src", required=True, help="tokenized source sentences, one per line")
+    p.add_argument("--tgt", required=True, help="tokenized target sentences, line-aligned with --src")
+    p.add_argument("--gold", help="gold links, 1-based 'i-j' (sure) and 'ipj' (possible): prints AER, precision, "
+                                  "recall")
+    p.add_argument("--threshold", type=float, default=0.5, help="weight for the thresholded links (default 0.5)")
+    p.add_argument("--method", choices=["argmax", "threshold", "diagonal"], default="argmax",
+                   help="which links to write (default argmax; diagonal needs --baseline diagonal)")
+    p.add_argument("--baseline", choices=["diagonal"], help="also align with a baseline that needs no model")
+    p.add_argument("--one-based", action="store_true", help="write 1-based links (default: 0-based, as fast_align)")
+    p.add_argument("--out", help="write the links here (default: stdout, unless --gold is given)")
+    p.add_argument("--json", help="also write the scores as JSON to this file")
+    p.add_argument("--overwrite", action="store_true")
+    p.set_defaults(func=cmd_align)
+
+    p = sub.add_parser("study", help="train, evaluate and report a study (models x seeds) from a study YAML")
+    p.add_argument("config", help="study YAML (see studies/)")
+    p.add_argument("--out", help="output folder (default: runs/study-<name>); re-running reuses its models")
+    p.add_argument("--retrain", action="store_true", help="train every model again")
+    p.add_argument("--jobs", type=int, default=1, help="runs trained at the same time, one thread each (default 1)")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=cmd_study)
     return parser
 
 

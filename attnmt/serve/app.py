@@ -1,0 +1,181 @@
+"""The FastAPI application: POST /translate, GET /health, GET /models, and the page at /.
+
+:func:`create_app` builds an app around already loaded translators (or model folders); the CLI's
+``attnmt serve`` calls :func:`serve`, which loads the folders and runs uvicorn. Requests never name
+files: ``model`` is looked up among the names given at startup, nothing else.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import time
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import AsyncIterator, Mapping
+
+from fastapi import FastAPI
+from fastapi.responses import FileResponse
+from fastapi.staticfiles import StaticFiles
+
+from attnmt import __version__
+from attnmt.serve.batching import DynamicBatcher
+from attnmt.serve.engine import BatchKey, Item, ServedModel, decode_batch, load_models, served_model
+from attnmt.serve.errors import ApiError, BodyLimitMiddleware, install_error_handlers
+from attnmt.serve.schema import (ErrorResponse, HealthResponse, Limits, ModelsResponse, Timing, TranslateRequest,
+                                 TranslateResponse)
+from attnmt.translator import Translator
+
+__all__ = ["create_app", "serve"]
+
+STATIC_DIR = Path(__file__).parent / "static"
+ERROR_RESPONSES = {
+    400: {"model": ErrorResponse, "description": "the body is not JSON"},
+    413: {"model": ErrorResponse, "description": "the body is too large"},
+    422: {"model": ErrorResponse, "description": "a field is missing, of the wrong type or out of range"},
+    500: {"model": ErrorResponse, "description": "a server bug"},
+}
+
+
+def create_app(models: Mapping[str, Translator | str | Path], *, max_batch_size: int = 32,
+               max_wait_ms: float = 10.0, limits: Limits | None = None) -> FastAPI:
+    """The app serving ``models`` (name -> Translator, or name -> model folder to load).
+
+    max_batch_size: the most sentences decoded together (1 = one request at a time, no batching);
+    max_wait_ms: how long the first request of a batch waits for others to join it.
+    """
+    if not models:
+        raise ValueError("create_app needs at least one model")
+    limits = limits or Limits()
+    served: dict[str, ServedModel] = {}
+    for name, model in models.items():
+        translator = model if isinstance(model, Translator) else _load(model)
+        served[name] = served_model(name, translator, limits.max_beam)
+    default_model = next(iter(served))
+    batcher = DynamicBatcher(lambda key, items: decode_batch(served, key, items), max_batch_size=max_batch_size,
+                             max_wait_s=max_wait_ms / 1000)
+    started = time.monotonic()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        batcher.start()
+        try:
+            yield
+        finally:
+            await batcher.stop()
+
+    # No /docs or /redoc: FastAPI's pages load their scripts from a CDN, and everything served here
+    # must work offline. The schema itself is at /openapi.json.
+    app = FastAPI(title="attnmt", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
+                  description="Neural machine translation with attention: translations, n-best lists and "
+                              "attention matrices. Every error is {\"error\": {\"field\", \"message\"}}.")
+    app.state.batcher = batcher
+    app.state.limits = limits
+    install_error_handlers(app)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=limits.max_body_bytes)
+
+    @app.get("/health", response_model=HealthResponse, tags=["service"])
+    async def health() -> HealthResponse:
+        """Liveness: answers while a batch decodes, since decoding runs in a worker thread."""
+        return HealthResponse(status="ok", models=list(served), uptime_s=round(time.monotonic() - started, 3))
+
+    @app.get("/models", response_model=ModelsResponse, tags=["service"])
+    async def list_models() -> ModelsResponse:
+        """The served models (the first is the default) and the request limits."""
+        return ModelsResponse(models=[m.info for m in served.values()], limits=limits)
+
+    @app.post("/translate", response_model=TranslateResponse, responses=ERROR_RESPONSES, tags=["translate"])
+    async def translate(request: TranslateRequest) -> TranslateResponse:
+        """Translate one sentence (`text`) or several (`texts`), batched with concurrent requests."""
+        t0 = time.perf_counter()
+        model, texts, key = _resolve(request, served, default_model, limits)
+        items = [Item(text, request.attention, request.attention_heads) for text in texts]
+        translations, info = await batcher.submit(key, items)
+        timing = Timing(queue_ms=_ms(info.queue_s), decode_ms=_ms(info.run_s),
+                        total_ms=_ms(time.perf_counter() - t0), batch_size=info.batch_items,
+                        batch_requests=info.batch_jobs)
+        return TranslateResponse(model=model.name, translations=translations, timing=timing)
+
+    @app.get("/", include_in_schema=False)
+    async def index() -> FileResponse:
+        return FileResponse(STATIC_DIR / "index.html", media_type="text/html; charset=utf-8")
+
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    return app
+
+
+def _resolve(request: TranslateRequest, served: Mapping[str, ServedModel], default_model: str,
+             limits: Limits) -> tuple[ServedModel, list[str], BatchKey]:
+    """The checks that depend on the served models and the limits, which a pydantic class cannot know."""
+    if request.model is not None and request.model not in served:
+        raise ApiError(422, "model", f"unknown model {request.model!r}; available: {', '.join(served)}")
+    model = served[request.model or default_model]
+    if (request.text is None) == (request.texts is None):
+        raise ApiError(422, "text", "give exactly one of 'text' (a sentence) and 'texts' (a list of sentences)")
+    texts = [request.text] if request.text is not None else list(request.texts or [])
+    if len(texts) > limits.max_texts:
+        raise ApiError(422, "texts", f"{len(texts)} texts in one request; at most {limits.max_texts} are allowed")
+    for i, text in enumerate(texts):
+        if len(text) > limits.max_text_chars:
+            field = "text" if request.text is not None else f"texts[{i}]"
+            raise ApiError(422, field, f"the text has {len(text)} characters; at most {limits.max_text_chars} "
+                                       "are allowed")
+    beam = model.info.default_beam if request.beam is None else request.beam
+    if beam > limits.max_beam:
+        raise ApiError(422, "beam", f"beam={beam} is too large; allowed: 1 to {limits.max_beam}")
+    if request.n_best > beam:
+        raise ApiError(422, "n_best", f"n_best={request.n_best} is larger than the beam ({beam}); "
+                                      f"allowed: 1 to {beam}")
+    if request.attention_heads and model.info.model_type != "transformer":
+        raise ApiError(422, "attention_heads", f"model {model.name!r} is a {model.info.model_type} model; only "
+                                               "transformer models have per-head attention")
+    return model, texts, BatchKey(model.name, beam, request.n_best)
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000, 3)
+
+
+def _load(directory: str | Path) -> Translator:
+    from attnmt.translator import load
+
+    return load(directory)
+
+
+def serve(model_specs: list[str], host: str = "127.0.0.1", port: int = 8000, *, max_batch_size: int = 32,
+          max_wait_ms: float = 10.0, max_texts: int = 32, max_text_chars: int = 1000, max_beam: int = 10,
+          checkpoint: str = "best", threads: int | None = None, log_level: str = "info") -> None:
+    """Load the models (``NAME=DIR`` or ``DIR``) and serve them with uvicorn until interrupted."""
+    import pydantic
+    import torch
+    import uvicorn
+
+    from attnmt.errors import UserError
+
+    try:
+        limits = Limits(max_texts=max_texts, max_text_chars=max_text_chars, max_beam=max_beam)
+    except pydantic.ValidationError as e:
+        err = e.errors()[0]
+        option = "--" + str(err["loc"][0]).replace("_", "-")
+        raise UserError(f"serve: {option}={err.get('input')!r}: {err['msg']}") from None
+    if threads is not None:
+        torch.set_num_threads(threads)
+    if not 0 <= port <= 65535:
+        raise UserError(f"serve: --port {port} is out of range; allowed: 0 to 65535")
+    if max_batch_size < 1:
+        raise UserError(f"serve: --max-batch-size {max_batch_size} is out of range; allowed: 1 or more")
+    if max_wait_ms < 0:
+        raise UserError(f"serve: --max-wait-ms {max_wait_ms} is out of range; allowed: 0 or more")
+    app = create_app(load_models(model_specs, checkpoint=checkpoint), max_batch_size=max_batch_size,
+                     max_wait_ms=max_wait_ms, limits=limits)
+    if not _is_loopback(host):
+        print(f"attnmt serve: listening on {host}, reachable from other machines; the API has no authentication")
+    uvicorn.run(app, host=host, port=port, log_level=log_level)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -1,0 +1,152 @@
+"""The served models and the decoding of one batch: Translator output -> API response objects.
+
+Everything here runs in the batcher's worker thread (decoding, per-head attention, turning arrays
+into JSON-ready lists), so the event loop only routes requests.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, NamedTuple
+
+import numpy as np
+import torch
+
+from attnmt.data.batching import collate
+from attnmt.data.vocab import BOS_ID, PAD_ID
+from attnmt.errors import UserError
+from attnmt.serve.schema import Hypothesis, ModelInfo, Translation
+from attnmt.translator import Translation as TranslatorOutput
+from attnmt.translator import Translator
+
+__all__ = ["BatchKey", "Item", "ServedModel", "decode_batch", "load_models", "parse_model_spec", "served_model"]
+
+# Attention weights are sent rounded: 4 decimals are more than a heatmap can show and keep the JSON small.
+ATTENTION_DECIMALS = 4
+MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """A loaded model under its public name."""
+
+    name: str
+    translator: Translator
+    info: ModelInfo
+
+
+class BatchKey(NamedTuple):
+    """Requests are batched only with requests that decode the same way."""
+
+    model: str
+    beam: int
+    n_best: int
+
+
+class Item(NamedTuple):
+    """One sentence of a request, with what the request wants back."""
+
+    text: str
+    attention: bool
+    heads: bool
+
+
+def parse_model_spec(spec: str) -> tuple[str, Path]:
+    """``NAME=DIR`` -> (NAME, DIR); a plain ``DIR`` is named after its folder."""
+    name, sep, directory = spec.partition("=")
+    if sep and MODEL_NAME.match(name):
+        return name, Path(directory)
+    path = Path(spec)
+    name = path.resolve().name
+    if not MODEL_NAME.match(name):
+        raise UserError(f"serve: cannot name the model folder {spec!r} after itself; pass --model NAME={spec} "
+                        "with a NAME of letters, digits, '.', '_' or '-'")
+    return name, path
+
+
+def load_models(specs: list[str], checkpoint: str = "best", device: str = "cpu") -> dict[str, Translator]:
+    """Load every ``--model`` spec (see :func:`parse_model_spec`); names must be unique."""
+    from attnmt.translator import load
+
+    if not specs:
+        raise UserError("serve: no model; pass --model DIR (or --model NAME=DIR), repeatable")
+    models: dict[str, Translator] = {}
+    for spec in specs:
+        name, directory = parse_model_spec(spec)
+        if name in models:
+            raise UserError(f"serve: two models are named {name!r}; name them with --model NAME=DIR")
+        models[name] = load(directory, checkpoint=checkpoint, device=device)
+    return models
+
+
+def served_model(name: str, translator: Translator, max_beam: int) -> ServedModel:
+    """Describe a translator for GET /models."""
+    if not MODEL_NAME.match(name):
+        raise ValueError(f"model name {name!r}: use 1 to 64 letters, digits, '.', '_' or '-'")
+    config = translator.config
+    is_transformer = config.model.type == "transformer"
+    info = ModelInfo(
+        name=name, src_lang=config.data.src_lang, tgt_lang=config.data.tgt_lang, model_type=config.model.type,
+        parameters=sum(p.numel() for p in translator.model.parameters() if p.requires_grad),
+        default_beam=min(config.decode.beam, max_beam),
+        layers=config.model.dec_layers if is_transformer else None,
+        heads=config.model.n_heads if is_transformer else None,
+    )
+    return ServedModel(name, translator, info)
+
+
+def decode_batch(models: Mapping[str, ServedModel], key: BatchKey, items: list[Item]) -> list[Translation]:
+    """Translate a batch of sentences that share model, beam and n_best (the batcher's run_batch)."""
+    translator = models[key.model].translator
+    outputs = translator.translate([item.text for item in items], beam=key.beam, n_best=key.n_best)
+    wants_heads = [i for i, item in enumerate(items) if item.heads and outputs[i].src_tokens]
+    heads = dict(zip(wants_heads, head_attention(translator, [outputs[i] for i in wants_heads])))
+    return [_to_api(out, item, heads.get(i)) for i, (out, item) in enumerate(zip(outputs, items))]
+
+
+@torch.inference_mode()
+def head_attention(translator: Translator, outputs: list[TranslatorOutput]) -> list[np.ndarray]:
+    """Each output's cross-attention per decoder layer and head, [L, H, len(tgt)+1, len(src)].
+
+    Search keeps only the head-averaged last layer, so the found translations are re-read with
+    teacher forcing (one batched forward pass); in eval mode this reproduces the search's
+    attention exactly, since the decoder is causal.
+    """
+    if not outputs:
+        return []
+    model = translator.model
+    src_ids = [translator.src.vocab.encode(out.src_tokens) for out in outputs]
+    tgt_ids = [[BOS_ID] + translator.tgt.vocab.encode(out.tgt_tokens) for out in outputs]
+    batch = collate([(ids, None) for ids in src_ids], list(range(len(outputs)))).to(translator.device)
+    tgt_in = torch.full((len(outputs), max(map(len, tgt_ids))), PAD_ID, dtype=torch.long)
+    for b, ids in enumerate(tgt_ids):
+        tgt_in[b, :len(ids)] = torch.tensor(ids)
+    weights = model.cross_attention(batch.src, batch.src_len, tgt_in.to(translator.device))  # [L,H,B,T,S]
+    weights = weights.float().cpu().numpy()
+    return [weights[:, :, b, :len(tgt_ids[b]), :len(src_ids[b])] for b in range(len(outputs))]
+
+
+def _to_api(out: TranslatorOutput, item: Item, heads: np.ndarray | None) -> Translation:
+    attention = None
+    if item.attention and out.attention is not None:
+        attention = _rounded(out.attention)
+    head_lists = _rounded(heads) if heads is not None else None
+    options = out.n_best or [out]
+    return Translation(
+        source=item.text, text=out.text, src_tokens=out.src_tokens, tgt_tokens=out.tgt_tokens,
+        score=_finite(out.score), attention=attention, attention_heads=head_lists,
+        n_best=[Hypothesis(text=o.text, tgt_tokens=o.tgt_tokens, score=_finite(o.score)) for o in options],
+    )
+
+
+def _rounded(weights: np.ndarray) -> list:
+    """Nested lists of floats, rounded in float64 (float32 would print as 0.23989999294281006)."""
+    return np.round(weights.astype(np.float64), ATTENTION_DECIMALS).tolist()
+
+
+def _finite(x: float) -> float | None:
+    """JSON has no infinity or NaN; a score that is not finite is sent as null."""
+    return x if math.isfinite(x) else None

@@ -1,0 +1,134 @@
+"""The HTTP API's request and response bodies (pydantic), which FastAPI also turns into the OpenAPI schema.
+
+Requests are validated strictly (``strict=True``: ``"3"`` is not a beam size, ``1`` is not a text)
+and unknown fields are rejected (``extra="forbid"``), so a typo such as ``"beem"`` is an error that
+names the field instead of a silently ignored option. Limits that the server operator configures
+(the most texts per request, characters per text, the largest beam) are not in these classes but in
+:class:`Limits`, checked by the endpoint; GET /models reports them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Optional
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+
+def _not_blank(text: str) -> str:
+    if not text.strip():
+        raise ValueError("the text is empty (or only whitespace); send the sentence to translate")
+    try:
+        # JSON may carry a lone surrogate ("\ud800"), which no tokenizer, and no UTF-8 response, can hold
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("the text is not valid Unicode (it has a lone surrogate escape such as \\ud800)") from None
+    return text
+
+
+# A sentence to translate: any string with a non-whitespace character.
+SourceText = Annotated[str, AfterValidator(_not_blank)]
+
+
+class Limits(BaseModel):
+    """What one request may ask for; set by whoever starts the server."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_texts: int = Field(32, ge=1, description="most sentences in one request")
+    max_text_chars: int = Field(1000, ge=1, description="most characters in one sentence")
+    max_beam: int = Field(10, ge=1, le=100, description="largest beam size (n_best is at most the beam)")
+    max_body_bytes: int = Field(1_000_000, ge=1024, description="largest request body; larger ones get 413")
+
+
+class TranslateRequest(BaseModel):
+    """POST /translate. Give exactly one of `text` and `texts`."""
+
+    model_config = ConfigDict(
+        strict=True, extra="forbid",
+        json_schema_extra={"examples": [{"text": "the cat sleeps", "beam": 5, "n_best": 3, "attention": True}]},
+    )
+
+    text: Optional[SourceText] = Field(None, description="one sentence")
+    texts: Optional[list[SourceText]] = Field(None, min_length=1, description="several sentences (a batch)")
+    beam: Optional[int] = Field(None, ge=1, description="beam size; 1 is greedy search; default: the model's")
+    n_best: int = Field(1, ge=1, description="how many hypotheses to return per sentence (at most the beam)")
+    model: Optional[str] = Field(None, description="a name from GET /models; default: the first model")
+    attention: bool = Field(False, description="return each translation's attention matrix")
+    attention_heads: bool = Field(False, description="Transformer models only: return every decoder layer's "
+                                                     "and head's cross-attention")
+
+
+class Hypothesis(BaseModel):
+    """One entry of the n-best list."""
+
+    text: str
+    tgt_tokens: list[str]
+    score: Optional[float] = Field(description="length-normalised log probability (higher is better)")
+
+
+class Translation(BaseModel):
+    """One sentence's best translation."""
+
+    source: str = Field(description="the input sentence, as sent")
+    text: str
+    src_tokens: list[str]
+    tgt_tokens: list[str] = Field(description="the output tokens, without </s>")
+    score: Optional[float] = Field(description="length-normalised log probability (null if not finite)")
+    attention: Optional[list[list[float]]] = Field(
+        None, description="[len(tgt_tokens) + 1][len(src_tokens)]: one row per output token and a last row "
+                          "for </s>; each row sums to 1. Null unless `attention` was asked for, or the "
+                          "model has no attention (seq2seq)")
+    attention_heads: Optional[list[list[list[list[float]]]]] = Field(
+        None, description="[layers][heads][len(tgt_tokens) + 1][len(src_tokens)]: the Transformer's "
+                          "cross-attention per decoder layer and head. Null unless asked for")
+    n_best: list[Hypothesis] = Field(description="the n_best hypotheses, best first (the first is this one)")
+
+
+class Timing(BaseModel):
+    """Where the request's time went; batch_* show the dynamic batching at work."""
+
+    queue_ms: float = Field(description="waiting to be batched (and for the batch before)")
+    decode_ms: float = Field(description="decoding the batch this request was part of")
+    total_ms: float = Field(description="in the server, from the parsed request to the response")
+    batch_size: int = Field(description="sentences decoded together with (and including) this request's")
+    batch_requests: int = Field(description="requests in that batch")
+
+
+class TranslateResponse(BaseModel):
+    model: str
+    translations: list[Translation] = Field(description="one per input sentence, in input order")
+    timing: Timing
+
+
+class ModelInfo(BaseModel):
+    name: str
+    src_lang: str
+    tgt_lang: str
+    model_type: Literal["seq2seq", "rnnsearch", "transformer"]
+    parameters: int = Field(description="number of trainable parameters")
+    default_beam: int
+    layers: Optional[int] = Field(description="decoder layers with cross-attention (Transformer), else null")
+    heads: Optional[int] = Field(description="attention heads per layer (Transformer), else null")
+
+
+class ModelsResponse(BaseModel):
+    models: list[ModelInfo] = Field(description="the served models; the first is the default")
+    limits: Limits
+
+
+class HealthResponse(BaseModel):
+    status: Literal["ok"]
+    models: list[str]
+    uptime_s: float
+
+
+class ErrorDetail(BaseModel):
+    field: Optional[str] = Field(description="the request field at fault, e.g. 'beam' or 'texts[2]'; "
+                                             "'body' for the body as a whole; null when no field is")
+    message: str
+
+
+class ErrorResponse(BaseModel):
+    """Every error, whatever its status: {"error": {"field": ..., "message": ...}}."""
+
+    error: ErrorDetail

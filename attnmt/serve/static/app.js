@@ -1,0 +1,307 @@
+// attnmt serve page: plain JavaScript, no build step, no network access beyond this server.
+//
+// Every token and text from the server is inserted with textContent, never innerHTML, so a
+// sentence such as "<img onerror=...>" is shown, not run.
+"use strict";
+
+// Target word i "attends to" source word j when a[i][j] >= ATTEND_RATIO * max_k a[i][k]: the
+// strongest source word always, and the others that are nearly as strong. The same relation is used
+// in both directions, so hovering a source word shows exactly the target words that highlight it.
+const ATTEND_RATIO = 0.5;
+
+const $ = (id) => document.getElementById(id);
+const state = { models: [], limits: null, translation: null, requestId: 0 };
+
+// ----------------------------------------------------------------------------------------- API
+
+class ApiError extends Error {
+  constructor(field, message) {
+    super(field ? `${field}: ${message}` : message);
+    this.field = field;
+  }
+}
+
+async function api(path, body) {
+  const init = body === undefined ? {} : {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify(body),
+  };
+  const response = await fetch(path, init);
+  let data = null;
+  try {
+    data = await response.json();
+  } catch (e) {
+    throw new ApiError(null, `the server answered ${response.status} without JSON`);
+  }
+  if (!response.ok) {
+    const err = (data && data.error) || {};
+    throw new ApiError(err.field || null, err.message || `HTTP ${response.status}`);
+  }
+  return data;
+}
+
+// ----------------------------------------------------------------------------------- controls
+
+function selectedModel() {
+  return state.models.find((m) => m.name === $("model").value) || state.models[0];
+}
+
+function option(value, label) {
+  const o = document.createElement("option");
+  o.value = String(value);
+  o.textContent = label;
+  return o;
+}
+
+function showModelInfo() {
+  const m = selectedModel();
+  $("model-info").textContent =
+    `${m.model_type} \u00b7 ${m.src_lang} \u2192 ${m.tgt_lang} \u00b7 ${m.parameters.toLocaleString("en")} parameters` +
+    (m.layers ? ` \u00b7 ${m.layers} decoder layer(s) \u00d7 ${m.heads} head(s)` : "");
+}
+
+function updateBeam() {
+  const beam = Number($("beam").value);
+  $("beam-value").textContent = String(beam);
+  const select = $("n-best");
+  const previous = Number(select.value) || 1;
+  select.replaceChildren();
+  for (let n = 1; n <= beam; n++) select.appendChild(option(n, String(n)));
+  select.value = String(Math.min(previous, beam));
+}
+
+async function init() {
+  try {
+    const data = await api("/models");
+    state.models = data.models;
+    state.limits = data.limits;
+  } catch (e) {
+    showError(`cannot list the models: ${e.message}`);
+    return;
+  }
+  for (const m of state.models) $("model").appendChild(option(m.name, `${m.name} (${m.src_lang}\u2192${m.tgt_lang})`));
+  $("beam").max = String(state.limits.max_beam);
+  $("beam").value = String(state.models[0].default_beam);
+  updateBeam();
+  showModelInfo();
+
+  $("model").addEventListener("change", () => {
+    $("beam").value = String(selectedModel().default_beam);
+    updateBeam();
+    showModelInfo();
+  });
+  $("beam").addEventListener("input", updateBeam);
+  $("form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    translate();
+  });
+  $("source").addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {  // isComposing: IME input (e.g. pinyin)
+      event.preventDefault();
+      translate();
+    }
+  });
+  $("layer").addEventListener("change", drawAttention);
+  $("head").addEventListener("change", drawAttention);
+  document.body.dataset.ready = "true";  // for tests: the controls are filled in
+}
+
+function showError(message) {
+  $("error").textContent = message;
+  $("error").hidden = !message;
+}
+
+// -------------------------------------------------------------------------------- translation
+
+async function translate() {
+  const text = $("source").value;
+  if (!text.trim()) {
+    showError("Type a sentence to translate.");
+    return;
+  }
+  const model = selectedModel();
+  const body = {
+    text,
+    model: model.name,
+    beam: Number($("beam").value),
+    n_best: Number($("n-best").value),
+    attention: true,
+    attention_heads: model.model_type === "transformer",
+  };
+  const id = ++state.requestId;  // a slower earlier answer must not overwrite a later one
+  $("translate").disabled = true;
+  try {
+    const result = await api("/translate", body);
+    if (id !== state.requestId) return;
+    showError("");
+    render(result);
+  } catch (e) {
+    if (id === state.requestId) showError(e.message);
+  } finally {
+    if (id === state.requestId) $("translate").disabled = false;
+  }
+}
+
+function render(result) {
+  const tr = result.translations[0];
+  state.translation = tr;
+  $("translation").textContent = tr.text || "(empty translation)";
+  const t = result.timing;
+  $("timing").textContent =
+    `${result.model} \u00b7 ${t.total_ms.toFixed(1)} ms in the server \u00b7 decoded in a batch of ` +
+    `${t.batch_size} sentence(s) from ${t.batch_requests} request(s)`;
+
+  const list = $("n-best-list");
+  list.replaceChildren();
+  for (const h of tr.n_best) {
+    const li = document.createElement("li");
+    li.textContent = h.text || "(empty)";
+    const score = document.createElement("span");
+    score.className = "score";
+    score.textContent = h.score === null ? "score n/a" : `score ${h.score.toFixed(3)}`;
+    li.appendChild(score);
+    list.appendChild(li);
+  }
+  setupHeadChooser(tr.attention_heads);
+  $("result").hidden = false;
+  drawAttention();
+}
+
+function setupHeadChooser(heads) {
+  $("head-chooser").hidden = !heads;
+  if (!heads) return;
+  const layers = heads.length;
+  const nHeads = heads[0].length;
+  const layer = $("layer");
+  const head = $("head");
+  const keepLayer = layer.options.length === layers ? layer.value : String(layers - 1);
+  const keepHead = head.options.length === nHeads + 1 ? head.value : "mean";
+  layer.replaceChildren();
+  // labels say "layer 2", not "2": a label equal to another option's value (0-based) would be ambiguous
+  for (let l = 0; l < layers; l++) layer.appendChild(option(l, `layer ${l + 1}${l === layers - 1 ? " (last)" : ""}`));
+  head.replaceChildren(option("mean", "mean of heads"));
+  for (let h = 0; h < nHeads; h++) head.appendChild(option(h, `head ${h + 1}`));
+  layer.value = keepLayer;
+  head.value = keepHead;
+}
+
+// The matrix on show: the search's attention, or a chosen layer and head (or the layer's head mean).
+function currentMatrix() {
+  const tr = state.translation;
+  if (!tr.attention_heads) return tr.attention;
+  const perHead = tr.attention_heads[Number($("layer").value)];
+  const h = $("head").value;
+  if (h !== "mean") return perHead[Number(h)];
+  return perHead[0].map((row, i) => row.map((_, j) => perHead.reduce((s, m) => s + m[i][j], 0) / perHead.length));
+}
+
+// -------------------------------------------------------------------------------- attention map
+
+function token(text, attr, index) {
+  const span = document.createElement("span");
+  span.className = "tok";
+  span.textContent = text;
+  span.dataset[attr] = String(index);
+  return span;
+}
+
+function drawAttention() {
+  const tr = state.translation;
+  if (!tr) return;
+  const matrix = currentMatrix();
+  const tgtLabels = tr.tgt_tokens.concat(["</s>"]);
+  const srcBox = $("src-sentence");
+  const tgtBox = $("tgt-sentence");
+  srcBox.replaceChildren(...tr.src_tokens.map((t, j) => token(t, "src", j)));
+  tgtBox.replaceChildren(...tr.tgt_tokens.map((t, i) => token(t, "tgt", i)));
+
+  const grid = $("heatmap");
+  grid.replaceChildren();
+  state.matrix = matrix;
+  if (!matrix) {
+    grid.textContent = "This model has no attention (seq2seq squeezes the source into one vector).";
+    return;
+  }
+  grid.style.gridTemplateColumns = `auto repeat(${tr.src_tokens.length}, 28px)`;
+  grid.appendChild(document.createElement("span"));  // the corner
+  tr.src_tokens.forEach((t, j) => {
+    const label = token(t, "src", j);
+    label.classList.add("hm-col");
+    grid.appendChild(label);
+  });
+  matrix.forEach((row, i) => {
+    const label = token(tgtLabels[i], "tgt", i);
+    label.classList.add("hm-row");
+    grid.appendChild(label);
+    row.forEach((w, j) => {
+      const cell = document.createElement("div");
+      cell.className = "cell";
+      cell.dataset.i = String(i);
+      cell.dataset.j = String(j);
+      cell.style.setProperty("--w", String(w));
+      cell.title = `${tgtLabels[i]} \u2192 ${tr.src_tokens[j]}: ${w.toFixed(3)}`;
+      cell.setAttribute("role", "gridcell");
+      grid.appendChild(cell);
+    });
+  });
+}
+
+function attends(i, j) {
+  const row = state.matrix[i];
+  return row[j] >= ATTEND_RATIO * Math.max(...row);
+}
+
+function all(selector) {
+  return document.querySelectorAll(selector);
+}
+
+function clearHighlight() {
+  for (const el of all(".focus, .attended, .in-row, .in-col")) el.classList.remove("focus", "attended", "in-row", "in-col");
+  $("cell-info").textContent = "\u00a0";
+}
+
+// A target word: it, and the source words it attends to.
+function highlightTarget(i) {
+  for (const el of all(`[data-tgt="${i}"]`)) el.classList.add("focus");
+  state.matrix[i].forEach((_, j) => {
+    if (attends(i, j)) for (const el of all(`[data-src="${j}"]`)) el.classList.add("attended");
+  });
+  for (const el of all(`.cell[data-i="${i}"]`)) el.classList.add("in-row");
+}
+
+// A source word: it, and the target words that attend to it.
+function highlightSource(j) {
+  for (const el of all(`[data-src="${j}"]`)) el.classList.add("focus");
+  state.matrix.forEach((_, i) => {
+    if (attends(i, j)) for (const el of all(`[data-tgt="${i}"]`)) el.classList.add("attended");
+  });
+  for (const el of all(`.cell[data-j="${j}"]`)) el.classList.add("in-col");
+}
+
+// A cell: its target and source word, and the weight between them.
+function highlightCell(cell) {
+  const i = Number(cell.dataset.i);
+  const j = Number(cell.dataset.j);
+  cell.classList.add("focus");
+  for (const el of all(`[data-tgt="${i}"]:not(.cell)`)) el.classList.add("focus");
+  for (const el of all(`[data-src="${j}"]:not(.cell)`)) el.classList.add("focus");
+  $("cell-info").textContent = cell.title;
+}
+
+function onHover(event) {
+  if (!state.matrix) return;
+  const el = event.target.closest("[data-tgt], [data-src], .cell");
+  clearHighlight();
+  if (!el) return;
+  if (el.classList.contains("cell")) highlightCell(el);
+  else if (el.dataset.tgt !== undefined) highlightTarget(Number(el.dataset.tgt));
+  else highlightSource(Number(el.dataset.src));
+}
+
+for (const id of ["heatmap", "src-sentence", "tgt-sentence"]) {
+  $(id).addEventListener("mouseover", onHover);
+  $(id).addEventListener("mouseleave", clearHighlight);
+}
+
+init();
