@@ -1,9 +1,32 @@
 #!/usr/bin/env bash
-# Create .venv with everything attnmt and its tests need. Torch first: its pinned CPU wheel is on
-# this kind of machine's disk, while an unpinned torch would pull a multi-GB CUDA build.
+# Set up attnmt in .venv.
+#   bash scripts/setup.sh         what `attnmt` needs (train, translate, demo, serve)
+#   bash scripts/setup.sh --dev   also what the tests need: the test tools, manim for the animations,
+#                                 and Debian's chromium (browser test), ffmpeg, cairo and pango (manim)
+#                                 and a CJK font (Chinese in plots and screenshots)
+# Torch comes first and pinned: its CPU wheel lies on this kind of machine's disk, while an
+# unpinned torch would pull a multi-GB CUDA build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -m venv .venv
-.venv/bin/pip install -q --upgrade pip
-.venv/bin/pip install -q torch==2.13.0
-.venv/bin/pip install -q -e ".[test,tensorboard,serve]"
+dev=0
+[ "${1:-}" = "--dev" ] && dev=1
+
+if [ "$dev" = 1 ]; then
+  packages="chromium fonts-noto-cjk ffmpeg libcairo2-dev libpango1.0-dev pkg-config"
+  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $packages >/dev/null \
+      || echo "setup: apt-get could not install ($packages); the browser and animation tests will be skipped"
+  else
+    echo "setup: not root or no apt-get: install $packages yourself, or those tests will be skipped"
+  fi
+fi
+
+# pip's own failures stop the script (pipefail); only its warnings about local indexes are hidden.
+pipq() { .venv/bin/pip install -q "$@" 2>&1 | { grep -v "^WARNING: Location" || true; }; }
+[ -x .venv/bin/python ] || python3 -m venv .venv
+pipq --upgrade pip
+pipq torch==2.13.0
+extras="serve,tensorboard"
+[ "$dev" = 1 ] && extras="$extras,test,anim"
+pipq -e ".[$extras]"
+.venv/bin/python -c "import attnmt, torch; print(f'attnmt {attnmt.__version__} with torch {torch.__version__} in .venv')"
