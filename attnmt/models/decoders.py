@@ -30,10 +30,7 @@ class FixedVectorDecoder(nn.Module):
         self.output_size = hidden_size
 
     def init_state(self, enc: dict[str, Tensor]) -> dict[str, Tensor]:
-        state = {"h": enc["final_h"]}
-        if self.rnn.is_lstm:
-            state["c"] = enc["final_c"]
-        return state
+        return self.rnn.state_from_layers(enc["final_h"], enc.get("final_c"))
 
     def forward(self, tgt_in: Tensor, state: dict[str, Tensor], enc: dict[str, Tensor]):
         # Nothing depends on the source at each step, so teacher forcing runs the RNN in one call.
@@ -62,10 +59,7 @@ class _AttentionDecoderBase(nn.Module):
     def init_state(self, enc: dict[str, Tensor]) -> dict[str, Tensor]:
         backward_h1 = enc["final_h"][:, -1, -self.init_size :]
         s0 = torch.tanh(self.bridge(backward_h1)).view(-1, self.num_layers, self.hidden_size)
-        state = {"h": s0}
-        if self.rnn.is_lstm:
-            state["c"] = torch.zeros_like(s0)
-        return state
+        return self.rnn.state_from_layers(s0)
 
     def forward(self, tgt_in: Tensor, state: dict[str, Tensor], enc: dict[str, Tensor]):
         emb = self.dropout(self.embed(tgt_in))
@@ -111,7 +105,7 @@ class BahdanauDecoder(_AttentionDecoderBase):
         return self.attention.project_keys(h)
 
     def _recur(self, emb_prev: Tensor, state: dict[str, Tensor], enc: dict[str, Tensor]):
-        s_prev = state["h"][:, -1]
+        s_prev = self.rnn.top(state)
         c_i, alpha = self.attention(s_prev, enc["h"], enc["h"], enc["mask"], enc["keys"])
         s_i, state = self.rnn.step(torch.cat([emb_prev, c_i], dim=-1), state)
         return (s_i, emb_prev, c_i), state, alpha
@@ -152,7 +146,7 @@ class LuongDecoder(_AttentionDecoderBase):
     def init_state(self, enc: dict[str, Tensor]) -> dict[str, Tensor]:
         state = super().init_state(enc)
         if self.input_feeding:
-            state["feed"] = torch.zeros_like(state["h"][:, -1])
+            state["feed"] = torch.zeros_like(self.rnn.top(state))
         return state
 
     def _recur(self, emb_prev: Tensor, state: dict[str, Tensor], enc: dict[str, Tensor]):

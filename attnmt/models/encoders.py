@@ -13,10 +13,11 @@ RNN_CELLS = {"lstm": nn.LSTM, "gru": nn.GRU}
 
 
 class StackedRNN(nn.Module):
-    """A multi-layer LSTM/GRU whose state is a dict of batch-first tensors.
+    """A multi-layer LSTM/GRU whose state is a dict of batch-first tensors, one per layer.
 
-    Batch-first state (`h`, and `c` for LSTMs, each [B, layers, H]) lets beam search reorder any
-    model's state without knowing what is inside it.
+    The state holds `h0`, `h1`, ... (and `c0`, ... for LSTMs), each [B, H]. Batch-first lets beam
+    search reorder any model's state without knowing what is inside it; one tensor per layer spares
+    the step-by-step decoder a stack and a slice (and their gradients) at every target position.
     """
 
     def __init__(self, cell: str, input_size: int, hidden_size: int, num_layers: int, dropout: float):
@@ -29,19 +30,30 @@ class StackedRNN(nn.Module):
         )
         self.inter_dropout = nn.Dropout(dropout if num_layers > 1 else 0.0)  # as nn.LSTM's between layers
 
-    def _to_torch(self, state: dict[str, Tensor]):
-        h = state["h"].transpose(0, 1).contiguous()
-        return (h, state["c"].transpose(0, 1).contiguous()) if self.is_lstm else h
-
-    def _from_torch(self, hidden) -> dict[str, Tensor]:
+    def state_from_layers(self, h: Tensor, c: Tensor | None = None) -> dict[str, Tensor]:
+        """A state from per-layer tensors h (and c) of shape [B, layers, H]."""
+        state = {f"h{layer}": h[:, layer] for layer in range(self.num_layers)}
         if self.is_lstm:
-            return {"h": hidden[0].transpose(0, 1), "c": hidden[1].transpose(0, 1)}
-        return {"h": hidden.transpose(0, 1)}
+            c = torch.zeros_like(h) if c is None else c
+            state.update({f"c{layer}": c[:, layer] for layer in range(self.num_layers)})
+        return state
+
+    def top(self, state: dict[str, Tensor]) -> Tensor:
+        """The top layer's hidden state [B, H]."""
+        return state[f"h{self.num_layers - 1}"]
+
+    def _to_torch(self, state: dict[str, Tensor]):
+        h = torch.stack([state[f"h{layer}"] for layer in range(self.num_layers)])
+        if not self.is_lstm:
+            return h
+        return h, torch.stack([state[f"c{layer}"] for layer in range(self.num_layers)])
 
     def forward(self, x: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
         """Run over a whole sequence x [B,T,D]; returns the top layer's outputs [B,T,H]."""
         out, hidden = self.rnn(x, self._to_torch(state))
-        return out, self._from_torch(hidden)
+        if self.is_lstm:
+            return out, self.state_from_layers(hidden[0].transpose(0, 1), hidden[1].transpose(0, 1))
+        return out, self.state_from_layers(hidden.transpose(0, 1))
 
     def step(self, x: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
         """One time step: x [B,D] -> top output [B,H].
@@ -49,32 +61,25 @@ class StackedRNN(nn.Module):
         The cell equations are written out with the fused RNN's own weights: for a single step on
         a CPU this is several times faster than calling the fused RNN with a length-1 sequence.
         """
-        hs, cs = [], []
+        new = {}
         for layer in range(self.num_layers):
             w_ih, w_hh, b_ih, b_hh = (getattr(self.rnn, f"{name}_l{layer}")
                                       for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"))
-            h = state["h"][:, layer]
+            h = state[f"h{layer}"]
             if self.is_lstm:
                 gates = F.linear(x, w_ih, b_ih) + F.linear(h, w_hh, b_hh)
                 i, f, g, o = gates.chunk(4, dim=-1)
-                c = torch.sigmoid(f) * state["c"][:, layer] + torch.sigmoid(i) * torch.tanh(g)
+                c = torch.sigmoid(f) * state[f"c{layer}"] + torch.sigmoid(i) * torch.tanh(g)
                 h = torch.sigmoid(o) * torch.tanh(c)
-                cs.append(c)
+                new[f"c{layer}"] = c
             else:
                 r_x, z_x, n_x = F.linear(x, w_ih, b_ih).chunk(3, dim=-1)
                 r_h, z_h, n_h = F.linear(h, w_hh, b_hh).chunk(3, dim=-1)
                 r, z = torch.sigmoid(r_x + r_h), torch.sigmoid(z_x + z_h)
                 h = (1 - z) * torch.tanh(n_x + r * n_h) + z * h
-            hs.append(h)
+            new[f"h{layer}"] = h
             x = h if layer == self.num_layers - 1 else self.inter_dropout(h)
-        new = {"h": torch.stack(hs, dim=1)}
-        if self.is_lstm:
-            new["c"] = torch.stack(cs, dim=1)
         return x, new
-
-    def zero_state(self, batch_size: int, device: torch.device) -> dict[str, Tensor]:
-        zeros = torch.zeros(batch_size, self.num_layers, self.hidden_size, device=device)
-        return {"h": zeros, "c": zeros.clone()} if self.is_lstm else {"h": zeros}
 
 
 class RNNEncoder(nn.Module):
