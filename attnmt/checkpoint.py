@@ -2,14 +2,17 @@
 
 A checkpoint holds only tensors and plain Python values, so it loads with
 `torch.load(..., weights_only=True)`: a file crafted to run code when unpickled is refused.
-It is validated (format version, model type, parameter names and shapes) before use.
+It is validated (format version, a SHA-256 checksum of its contents, model type, parameter names
+and shapes) before use. Files without a checksum (written before it existed) still load.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pickle
-import tempfile
+import secrets
+import warnings
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -22,12 +25,45 @@ from attnmt.errors import UserError
 FORMAT_VERSION = 1
 
 
+def payload_digest(payload: dict[str, Any]) -> str:
+    """SHA-256 over every tensor's bytes, dtype and shape and every plain value, in a fixed order.
+
+    Stored in the checkpoint and checked on load: `torch.load` does not verify the zip's CRCs, so
+    without it a flipped bit in the weights would load silently.
+    """
+    h = hashlib.sha256()
+
+    def walk(x: Any) -> None:
+        if isinstance(x, torch.Tensor):
+            t = x.detach().cpu().contiguous()
+            h.update(f"T{t.dtype}{tuple(t.shape)}".encode())
+            if t.numel():
+                h.update(memoryview(t.reshape(-1).view(torch.uint8).numpy()))
+        elif isinstance(x, dict):
+            h.update(f"D{len(x)}".encode())
+            for key in sorted(x, key=repr):
+                walk(key)
+                walk(x[key])
+        elif isinstance(x, (list, tuple)):
+            h.update(f"L{len(x)}".encode())
+            for item in x:
+                walk(item)
+        else:
+            h.update(f"V{type(x).__name__}:{x!r};".encode())
+
+    walk({k: v for k, v in payload.items() if k != "checksum"})
+    return h.hexdigest()
+
+
 def save_checkpoint(payload: dict[str, Any], path: Path) -> None:
     """Write to a temporary file, flush and fsync, then rename: a crash never leaves a half-written
     checkpoint under the real name."""
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = {"format_version": FORMAT_VERSION, **payload}
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    payload["checksum"] = payload_digest(payload)
+    tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp"
+    # os.open with mode 0o666 honours the umask (tempfile.mkstemp would make the checkpoint 0600).
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "wb") as f:
             torch.save(payload, f)
@@ -44,17 +80,30 @@ def save_checkpoint(payload: dict[str, Any], path: Path) -> None:
         raise
 
 
+def remove_stale_temporaries(directory: Path) -> None:
+    """Delete the temporary files of checkpoint writes that a killed run left behind."""
+    for p in directory.glob(".*.pt.*.tmp"):
+        p.unlink(missing_ok=True)
+
+
 def load_checkpoint(path: Path, model_type: str | None = None) -> dict[str, Any]:
     """Load and check a checkpoint; any problem is a one-line UserError naming the file."""
     if not path.is_file():
         raise UserError(f"checkpoint not found: {path}; train a model first (attnmt train CONFIG)")
+    if not zipfile.is_zipfile(path):  # torch.save always writes a zip archive
+        raise UserError(f"checkpoint {path} is truncated or corrupted, or not an attnmt checkpoint (not a zip "
+                        "archive); use another checkpoint (best.pt / last.pt) or retrain")
     try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # torch warns on stderr about odd pickles: keep errors one line
+            warnings.simplefilter("ignore")
+            payload = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else "unsafe content"
+        lines = [line.strip() for line in str(e).splitlines()]
+        detail = next((line for line in lines if "GLOBAL" in line or line.startswith("Unsupported")), "")
         raise UserError(f"checkpoint {path} was refused: it contains objects other than tensors and plain "
-                        f"values ({first[:120]}); only load checkpoints written by attnmt") from None
-    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError) as e:
+                        f"values{f' ({detail[:120]})' if detail else ''}; only load checkpoints written by "
+                        "attnmt") from None
+    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError, KeyError) as e:
         raise UserError(f"checkpoint {path} is truncated or corrupted ({type(e).__name__}); "
                         "use another checkpoint (best.pt / last.pt) or retrain") from None
     if not isinstance(payload, dict) or "model" not in payload:
@@ -63,6 +112,9 @@ def load_checkpoint(path: Path, model_type: str | None = None) -> dict[str, Any]
     if version != FORMAT_VERSION:
         raise UserError(f"checkpoint {path} has format version {version!r}; this attnmt reads version "
                         f"{FORMAT_VERSION}")
+    if "checksum" in payload and payload["checksum"] != payload_digest(payload):
+        raise UserError(f"checkpoint {path} is corrupted (its checksum does not match its contents); "
+                        "use another checkpoint (best.pt / last.pt) or retrain")
     if model_type is not None and payload.get("model_type") != model_type:
         raise UserError(f"checkpoint {path} holds a {payload.get('model_type')!r} model, but the config says "
                         f"{model_type!r}")

@@ -108,7 +108,9 @@ class TrainConfig:
     warmup_steps: int = 4000  # noam
     clip_grad_norm: float = 5.0
     label_smoothing: float = 0.0
-    valid_every: int = 500  # steps between validations
+    valid_every: int = 500  # steps between validations (each writes checkpoints/last.pt, and best.pt if better)
+    save_every: Optional[int] = None  # also write checkpoints/last.pt every this many steps, between validations,
+    # so that a killed run loses at most this many steps on --resume (null: only at validations)
     valid_bleu_sample: int = 200  # sentences of the validation set decoded for BLEU (0: none)
     early_stopping_patience: int = 10  # validations without improvement of the validation loss
     log_every: int = 50
@@ -120,10 +122,12 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         _check_range("train.batch_tokens", self.batch_tokens, 1, None)
-        _check_range("train.lr", self.lr, 0.0, None, inclusive_low=False)
+        _check_range("train.lr", self.lr, 0.0, 10.0, inclusive_low=False)
         _check_range("train.label_smoothing", self.label_smoothing, 0.0, 0.99)
         _check_range("train.valid_every", self.valid_every, 1, None)
         _check_range("train.max_steps", self.max_steps, 1, None)
+        if self.save_every is not None:
+            _check_range("train.save_every", self.save_every, 1, None)
         if self.batch_size is not None:
             _check_range("train.batch_size", self.batch_size, 1, None)
 
@@ -198,22 +202,35 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
     elif tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
+        if isinstance(value, str):  # YAML 1.1 reads 5e-4 (no dot) as a string
+            try:
+                return float(value)
+            except ValueError:
+                pass
     elif tp is str:
         if isinstance(value, str):
             return value
     raise UserError(f"config: {key}={value!r} has the wrong type or value; allowed: {_allowed(tp)}")
 
 
+# Names that other toolkits use for our keys: a better hint than string similarity.
+ALIASES = {"learning_rate": "lr", "epochs": "max_epochs", "steps": "max_steps", "beam_size": "beam",
+           "hidden": "hidden_size", "embedding_size": "emb_size", "embedding_dim": "emb_size", "rnn_type": "cell",
+           "batch": "batch_tokens", "clip": "clip_grad_norm", "heads": "n_heads", "num_heads": "n_heads"}
+
+
 def _build(cls: type, raw: Any, prefix: str) -> Any:
     if not isinstance(raw, dict):
-        raise UserError(f"config: {prefix or 'the top level'} must be a mapping of keys to values, got {raw!r}")
+        where = prefix.rstrip(".") or "the top level"
+        raise UserError(f"config: {where} must be a mapping of keys to values, got {raw!r}")
     hints = typing.get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]
     kwargs = {}
     for key, value in raw.items():
         full = f"{prefix}{key}"
         if key not in names:
-            close = difflib.get_close_matches(str(key), names, n=1, cutoff=0.5)
+            alias = ALIASES.get(str(key))
+            close = [alias] if alias in names else difflib.get_close_matches(str(key), names, n=1, cutoff=0.6)
             hint = f"; did you mean '{prefix}{close[0]}'?" if close else f"; valid keys: {', '.join(names)}"
             raise UserError(f"config: unknown key '{full}'{hint}")
         tp = hints[key]
@@ -270,6 +287,11 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
         raise UserError(f"config file not found: {path}; pass the path of a YAML config (see configs/)")
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.constructor.ConstructorError as e:
+        line = getattr(getattr(e, "problem_mark", None), "line", None)
+        where = f"{path}:{line + 1}" if line is not None else str(path)
+        raise UserError(f"config {where} uses a YAML tag that attnmt does not accept (only plain values, lists "
+                        "and mappings); remove the tag") from None
     except (yaml.YAMLError, UnicodeDecodeError) as e:
         line = getattr(getattr(e, "problem_mark", None), "line", None)
         where = f"{path}:{line + 1}" if line is not None else str(path)

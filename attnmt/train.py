@@ -11,6 +11,7 @@ import json
 import math
 import os
 import signal
+import sys
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -21,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnmt.checkpoint import load_checkpoint, load_weights, save_checkpoint
+from attnmt.checkpoint import load_checkpoint, load_weights, remove_stale_temporaries, save_checkpoint
 from attnmt.config import Config, config_to_dict, save_config
 from attnmt.data.batching import Batch, batch_by_sentences, collate, token_batches
 from attnmt.data.dataset import (ParallelData, TextProcessor, build_processors, encode_pairs, load_processors,
@@ -63,6 +64,7 @@ def prepare_model_dir(model_dir: Path, overwrite: bool, resume: bool) -> None:
     if resume:
         if not (model_dir / "checkpoints" / "last.pt").is_file():
             raise UserError(f"--resume: {model_dir} has no checkpoints/last.pt to resume from; train without --resume")
+        remove_stale_temporaries(model_dir / "checkpoints")
         return
     if model_dir.exists() and any(model_dir.iterdir()) and not overwrite:
         raise UserError(f"model folder {model_dir} exists and is not empty; choose another folder, "
@@ -71,6 +73,7 @@ def prepare_model_dir(model_dir: Path, overwrite: bool, resume: bool) -> None:
         for sub in ("checkpoints",):
             for p in (model_dir / sub).glob("*.pt"):
                 p.unlink()
+        remove_stale_temporaries(model_dir / "checkpoints")
         (model_dir / "train_log.jsonl").unlink(missing_ok=True)
     model_dir.mkdir(parents=True, exist_ok=True)
 
@@ -99,7 +102,10 @@ def load_data(config: Config, model_dir: Path, resume: bool, log: "RunLog", worl
     train, stats = encode_pairs(train_pairs, src_proc, tgt_proc, cfg.max_len)
     log.event("data", split="train", **stats)
     if len(train) == 0:
-        raise UserError(f"no training pairs left after filtering ({stats}); check the corpus and data.max_len")
+        source = cfg.train_tsv or cfg.train_src or "the synthetic corpus"
+        raise UserError(f"{source}: no training pairs left ({stats['total']} read, {stats.get('empty', 0)} with an "
+                        f"empty side, {stats.get('too_long', 0)} longer than data.max_len={cfg.max_len}); check the "
+                        "corpus and data.max_len")
     valid = None
     if valid_pairs:
         valid, vstats = encode_pairs(valid_pairs, src_proc, tgt_proc, None)
@@ -237,7 +243,8 @@ def train(config: Config, model_dir: str | Path, resume: bool = False, overwrite
     try:
         if world.is_main:
             prepare_model_dir(model_dir, overwrite, resume)
-            save_config(config, model_dir / "config.yaml")
+            if not resume:  # a resumed run rewrites it once its checkpoint has been checked against it
+                save_config(config, model_dir / "config.yaml")
         world.barrier()
         torch.manual_seed(t.seed)
         set_threads(t.threads)
@@ -268,11 +275,21 @@ def _train(config: Config, model_dir: Path, resume: bool, quiet: bool, device: t
     if resume:
         payload = load_checkpoint(ckpt_dir / "last.pt", config.model.type)
         load_weights(model, payload["model"], ckpt_dir / "last.pt")
-        optimizer.load_state_dict(payload["optimizer"])
-        if scheduler is not None and payload["scheduler"]:
-            scheduler.load_state_dict(payload["scheduler"])
-        state = TrainState(**payload["train_state"])
-        torch.set_rng_state(payload["rng"])
+        try:
+            optimizer.load_state_dict(payload["optimizer"])
+            if scheduler is not None and payload["scheduler"]:
+                scheduler.load_state_dict(payload["scheduler"])
+            state = TrainState(**payload["train_state"])
+            torch.set_rng_state(payload["rng"])
+        except (KeyError, TypeError, ValueError, RuntimeError) as e:
+            raise UserError(f"checkpoint {ckpt_dir / 'last.pt'} cannot be resumed: its training state is malformed "
+                            f"({type(e).__name__}: {str(e).splitlines()[0][:100] if str(e) else ''}); "
+                            "train again without --resume") from None
+        # The stop of the previous run (an interrupt) is not this run's: continue unless a limit is reached.
+        state.stop_reason = ("max_steps" if state.step >= t.max_steps else "max_epochs" if state.epoch >= t.max_epochs
+                             else "early_stopping" if state.bad_validations >= t.early_stopping_patience else "")
+        if world.is_main:
+            save_config(config, model_dir / "config.yaml")
         log.event("resume", step=state.step, epoch=state.epoch)
     n_params = sum(p.numel() for p in model.parameters())
     log.event("start", step=state.step, model=config.model.type, parameters=n_params, train_pairs=len(train_data),
@@ -317,12 +334,12 @@ def _train(config: Config, model_dir: Path, resume: bool, quiet: bool, device: t
                 scheduler.step(loss)
             record["lr"] = optimizer.param_groups[0]["lr"]
             log.event("valid", step=state.step, **record)
-            save("last")
-            if improved:
+            if improved:  # best first: killed in between, the resumed run redoes this validation
                 save("best")
-        else:
             save("last")
+        else:
             save("best")
+            save("last")
         if world.distributed:
             world.barrier()
             torch.distributed.broadcast(torch.tensor([optimizer.param_groups[0]["lr"]]), src=0)
@@ -354,10 +371,14 @@ def _train(config: Config, model_dir: Path, resume: bool, quiet: bool, device: t
                 if world.sum(float(torch.isfinite(loss))) < world.size:
                     optimizer.zero_grad(set_to_none=True)
                     log.event("nonfinite_loss", step=state.step, policy=t.nan_policy)
+                    kept = (f"the last good checkpoint stays in {ckpt_dir / 'last.pt'}"
+                            if (ckpt_dir / "last.pt").is_file() else "no checkpoint was written yet")
                     if t.nan_policy == "stop":
-                        raise UserError(f"the training loss became {loss.item()} at step {state.step + 1}; "
-                                        f"the last good checkpoint stays in {ckpt_dir}; lower train.lr or set "
-                                        "train.nan_policy=skip")
+                        raise UserError(f"the training loss became {loss.item()} at step {state.step + 1}; {kept}; "
+                                        "lower train.lr or set train.nan_policy=skip")
+                    if not quiet:
+                        print(f"attnmt: warning: the training loss became {loss.item()} at step {state.step + 1}; "
+                              "skipped that batch (train.nan_policy=skip)", file=sys.stderr)
                     continue
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
@@ -385,6 +406,8 @@ def _train(config: Config, model_dir: Path, resume: bool, quiet: bool, device: t
                     history.append({"step": state.step, **validate()})
                     if state.bad_validations >= t.early_stopping_patience:
                         state.stop_reason = "early_stopping"
+                elif t.save_every and state.step % t.save_every == 0:
+                    save("last")
                 if state.step >= t.max_steps:
                     state.stop_reason = state.stop_reason or "max_steps"
                 # Clocks and signals differ between processes: only the main process's count.
@@ -401,7 +424,9 @@ def _train(config: Config, model_dir: Path, resume: bool, quiet: bool, device: t
                 state.batch_in_epoch = 0
                 if state.epoch >= t.max_epochs:
                     state.stop_reason = "max_epochs"
-        if state.step % t.valid_every != 0 or not history:
+        if world.agree(state.stop_reason == "interrupted"):
+            save("last")  # at once (a scheduler's kill may follow), and no validation that --resume would not redo
+        elif state.step % t.valid_every != 0 or not history:
             history.append({"step": state.step, **validate()})
     if progress is not None:
         progress.close()

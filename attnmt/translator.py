@@ -18,6 +18,21 @@ from attnmt.models import build_model
 from attnmt.search import beam_search, greedy_search
 
 
+MAX_SOURCE_TOKENS = 512  # the CLI's limit: beam search time grows with the cube of the sentence length
+
+
+class SentenceTooLong(UserError):
+    """A source sentence with more tokens than a translator accepts; `at(path)` names the file and line."""
+
+    def __init__(self, index: int, tokens: int, limit: int, where: str | None = None):
+        self.index, self.tokens, self.limit = index, tokens, limit
+        super().__init__(f"{where or f'sentence {index + 1}'} has {tokens:,} tokens, more than the {limit:,} this "
+                         "translator accepts; split long lines into sentences")
+
+    def at(self, path: str | Path) -> "SentenceTooLong":
+        return SentenceTooLong(self.index, self.tokens, self.limit, f"{path}:{self.index + 1}")
+
+
 @dataclass
 class Translation:
     """One source sentence's best translation, with what the model looked at."""
@@ -40,6 +55,7 @@ class Translator:
         self.tgt = tgt
         self.config = config
         self.device = next(model.parameters()).device
+        self.max_src_tokens: int | None = None  # if set, translate() refuses longer sentences (SentenceTooLong)
 
     @property
     def model_type(self) -> str:
@@ -61,6 +77,9 @@ class Translator:
         src_tokens = [self.src.tokens(s) for s in sentences]
         # An empty line still gets a translation (of nothing): keep line counts equal.
         src_ids = [self.src.vocab.encode(toks) for toks in src_tokens]
+        for i, ids in enumerate(src_ids):
+            if self.max_src_tokens is not None and len(ids) > self.max_src_tokens:
+                raise SentenceTooLong(i, len(ids), self.max_src_tokens)
         results: list[Translation | None] = [None] * len(sentences)
         lengths = [max(len(ids), 1) for ids in src_ids]
         for indices in token_batches(lengths, lengths, batch_tokens, shuffle=False, seed=0, epoch=0):

@@ -1,0 +1,403 @@
+"""Every bad input we try, run through the real command line, and what the user sees.
+
+This module produces the table in docs/bad_inputs.md: each case builds its files, calls
+`attnmt.cli.main` in-process and records the exit code and the exact stderr line. Nothing in the
+table is typed by hand.
+
+    .venv/bin/python -m tests.bad_inputs        # trains a tiny model (~15 s), rewrites docs/bad_inputs.md
+
+tests/test_security.py::test_bad_inputs_table runs the same cases, checks the contract (exit 2 and
+one line for a refusal, exit 0 for input that is handled; never a traceback) and that the doc is
+current.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import shutil
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "bad_inputs.md"
+
+
+class Workspace:
+    """A scratch folder with a tiny trained model and corpus; paths print as placeholders."""
+
+    def __init__(self, root: Path, model: Path, corpus: Path):
+        self.root, self.model, self.corpus = root, model, corpus
+        root.mkdir(parents=True, exist_ok=True)
+        self._n = 0
+
+    def file(self, name: str, data: bytes | str) -> Path:
+        path = self.root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+        return path
+
+    def folder(self) -> Path:
+        self._n += 1
+        return self.root / f"out{self._n}"
+
+    def config(self, text: str = "", name: str = "config.yaml", **data: object) -> Path:
+        """A training config: `text` as is, or the corpus (or `data` paths) with a 2-step run."""
+        if not text:
+            data = data or {"train_src": self.corpus / "train.src", "train_tgt": self.corpus / "train.tgt"}
+            lines = ["data:", "  tokenizer: word"] + [f"  {k}: {v}" for k, v in data.items()]
+            lines += ["model:", "  emb_size: 8", "  hidden_size: 8", "train:", "  max_steps: 2", "  valid_every: 1",
+                      "  progress: false", "  tensorboard: false", "  threads: 1"]
+            text = "\n".join(lines) + "\n"
+        return self.file(name, text)
+
+    def model_with(self, edit: Callable[[Path], None]) -> Path:
+        """A copy of the tiny model folder, edited."""
+        self._n += 1
+        copy = self.root / f"model{self._n}"
+        shutil.copytree(self.model, copy)
+        edit(copy)
+        return copy
+
+    def best(self, data: bytes) -> Path:
+        return self.model_with(lambda m: (m / "checkpoints" / "best.pt").write_bytes(data))
+
+    def best_payload(self, change: Callable[[dict], None], checksum: bool = True) -> Path:
+        from attnmt.checkpoint import load_checkpoint, save_checkpoint
+
+        def edit(m: Path) -> None:
+            path = m / "checkpoints" / "best.pt"
+            payload = load_checkpoint(path)
+            del payload["format_version"], payload["checksum"]
+            change(payload)
+            if checksum:
+                save_checkpoint(payload, path)
+            else:
+                torch.save(payload, path)
+
+        return self.model_with(edit)
+
+    def config_yaml(self, old: str, new: str) -> Path:
+        def edit(m: Path) -> None:
+            text = (m / "config.yaml").read_text(encoding="utf-8")
+            assert old in text, old
+            (m / "config.yaml").write_text(text.replace(old, new, 1), encoding="utf-8")
+
+        return self.model_with(edit)
+
+    def placeholders(self, text: str) -> str:
+        for path, name in sorted([(str(self.root), "<dir>"), (str(self.model), "<model>"),
+                                  (str(self.corpus), "<corpus>")], key=lambda p: -len(p[0])):
+            text = text.replace(path, name)
+        return text
+
+
+@dataclass
+class Case:
+    area: str
+    what: str
+    argv: Callable[[Workspace], list[str]]
+    code: int = 2  # the exit code the contract asks for: 2 refused with one line, 0 handled
+    stdin: bytes | None = None
+    summary: Callable[[Workspace, str], str] | None = None  # for handled input: what came out
+
+
+@dataclass
+class Result:
+    case: Case
+    code: int
+    out: str
+    err: str
+
+    def seen(self, ws: Workspace) -> str:
+        if self.code == 0 and self.case.summary is not None:
+            return self.case.summary(ws, self.out)
+        return ws.placeholders(self.err.strip())
+
+
+# Evil objects for the checkpoint cases: unpickling them would create a marker file.
+MARKER = "PWNED"
+
+
+class Evil:
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        import os
+
+        return os.system, (f"touch {self.marker}",)
+
+
+def evil_zip(ws: Workspace) -> bytes:
+    buffer = io.BytesIO()
+    torch.save({"format_version": 1, "model_type": "rnnsearch", "model": Evil(ws.root / MARKER)}, buffer)
+    return buffer.getvalue()
+
+
+def evil_raw(ws: Workspace) -> bytes:
+    import pickle
+
+    return pickle.dumps({"model": Evil(ws.root / MARKER)}, protocol=2)
+
+
+def torch_bytes(obj: object) -> bytes:
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    return buffer.getvalue()
+
+
+def flip_a_weight(m: Path) -> None:
+    path = m / "checkpoints" / "best.pt"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x10  # the middle of the file is tensor data
+    path.write_bytes(bytes(data))
+
+
+WEIRD = ("héllo wörld 世界 🙂\n"
+         "zero\u200bwidth\u200d joiner and \u200fright-to-left\u202e marks \u05e9\u05dc\u05d5\u05dd\n"
+         "control \x01\x1b[31m\x7f\x85 characters and a form\x0cfeed\n"
+         "\n"
+         "  \t  \n"
+         "CR LF line\r\n"
+         + "x" * 100_000 + "\n"
+         "no final newline")
+
+
+def lines_in_out(ws: Workspace, out: str, source: str = WEIRD) -> str:
+    n_in = source.count("\n") + (1 if source and not source.endswith("\n") else 0)
+    n_out = len(out.splitlines()) if out else 0
+    return f"(exit 0) translated: {n_in} lines in, {n_out} lines out"
+
+
+def translate(model: Path | str, src: Path, *extra: str) -> list[str]:
+    return ["translate", "--model", str(model), "--input", str(src), "--beam", "2", *extra]
+
+
+def evaluate(ws: Workspace, src: Path, ref: Path, *extra: str) -> list[str]:
+    return ["evaluate", "--model", str(ws.model), "--src", str(src), "--ref", str(ref), "--tokenize", "none", *extra]
+
+
+def in_txt(ws: Workspace) -> Path:
+    return ws.file("in.txt", "a b c\n")
+
+
+def long_line(ws: Workspace, n: int = 600) -> Path:
+    return ws.file("long.txt", "a b\n" + " ".join(["word"] * n) + "\n")
+
+
+CASES: list[Case] = [
+    # --- configs --------------------------------------------------------------------------------
+    Case("config", "config file does not exist", lambda ws: ["train", str(ws.root / "none.yaml")]),
+    Case("config", "not valid YAML", lambda ws: ["train", str(ws.config("train: [1, 2\n"))]),
+    Case("config", "binary file as config", lambda ws: ["train", str(ws.file("bin.yaml", b"\x00\xff\xfe\x01"))]),
+    Case("config", "YAML tag that would run code (`!!python/object/apply:os.system`)",
+         lambda ws: ["train", str(ws.config(f"!!python/object/apply:os.system ['touch {ws.root / MARKER}']\n"))]),
+    Case("config", "a list instead of a mapping", lambda ws: ["train", str(ws.config("- a\n- b\n"))]),
+    Case("config", "misspelt section", lambda ws: ["train", str(ws.config("trian:\n  lr: 0.1\n"))]),
+    Case("config", "unknown key", lambda ws: ["train", str(ws.config("train:\n  learning_rate: 0.1\n"))]),
+    Case("config", "wrong type", lambda ws: ["train", str(ws.config("train:\n  batch_tokens: lots\n"))]),
+    Case("config", "value not among the allowed ones",
+         lambda ws: ["train", str(ws.config("train:\n  nan_policy: ignore\n"))]),
+    Case("config", "out of range", lambda ws: ["train", str(ws.config("model:\n  dropout: 1.5\n"))]),
+    Case("config", "`train.save_every: 0`", lambda ws: ["train", str(ws.config("train:\n  save_every: 0\n"))]),
+    Case("config", "`lr: 5e-4` is accepted as a number (YAML 1.1 reads it as a string); here the data is missing",
+         lambda ws: ["train", str(ws.config("train:\n  lr: 5e-4\n")), "--model-dir", str(ws.folder())]),
+    Case("config", "`--set` without `=`", lambda ws: ["train", str(ws.config()), "--set", "train.lr"]),
+    Case("config", "`--set` of an unknown key", lambda ws: ["train", str(ws.config()), "--set", "train.lr_rate=0.1"]),
+    # --- training data ---------------------------------------------------------------------------
+    Case("train data", "no training data in the config",
+         lambda ws: ["train", str(ws.config("train:\n  max_steps: 2\n")), "--model-dir", str(ws.folder())]),
+    Case("train data", "relative path to a missing file (resolved against the config's folder)",
+         lambda ws: ["train", str(ws.config(name="configs/c.yaml", train_src="../data/missing.src",
+                                            train_tgt="../data/missing.tgt")), "--model-dir", str(ws.folder())]),
+    Case("train data", "only `train_src`, no `train_tgt`",
+         lambda ws: ["train", str(ws.config(train_src=ws.corpus / "train.src")), "--model-dir", str(ws.folder())]),
+    Case("train data", "source and target differ in line count",
+         lambda ws: ["train", str(ws.config(train_src=ws.file("a.src", "one\ntwo\nthree\n"),
+                                            train_tgt=ws.file("a.tgt", "eins\nzwei\n"))),
+                     "--model-dir", str(ws.folder())]),
+    Case("train data", "invalid UTF-8 on line 2",
+         lambda ws: ["train", str(ws.config(train_src=ws.file("b.src", b"good\nbad \xff\xfe here\n"),
+                                            train_tgt=ws.file("b.tgt", "gut\nschlecht\n"))),
+                     "--model-dir", str(ws.folder())]),
+    Case("train data", "binary file (NUL byte)",
+         lambda ws: ["train", str(ws.config(train_src=ws.file("c.src", b"ok\n\x7fELF\x02\x01\x00\x00"),
+                                            train_tgt=ws.file("c.tgt", "ok\nok\n"))),
+                     "--model-dir", str(ws.folder())]),
+    Case("train data", "UTF-16 file",
+         lambda ws: ["train", str(ws.config(train_src=ws.file("d.src", "eins\nzwei\n".encode("utf-16")),
+                                            train_tgt=ws.file("d.tgt", "one\ntwo\n"))),
+                     "--model-dir", str(ws.folder())]),
+    Case("train data", "gzip data in a file not named .gz",
+         lambda ws: ["train", str(ws.config(train_src=ws.file("e.src", __import__("gzip").compress(b"a\n")),
+                                            train_tgt=ws.file("e.tgt", "a\n"))),
+                     "--model-dir", str(ws.folder())]),
+    Case("train data", "broken .gz file",
+         lambda ws: ["train", str(ws.config(train_src=ws.file("f.src.gz", b"\x1f\x8b\x08\x00broken"),
+                                            train_tgt=ws.file("f.tgt", "a\n"))),
+                     "--model-dir", str(ws.folder())]),
+    Case("train data", "a folder where a file should be",
+         lambda ws: ["train", str(ws.config(train_src=ws.root, train_tgt=ws.corpus / "train.tgt")),
+                     "--model-dir", str(ws.folder())]),
+    Case("train data", "empty files",
+         lambda ws: ["train", str(ws.config(train_src=ws.file("g.src", ""), train_tgt=ws.file("g.tgt", ""))),
+                     "--model-dir", str(ws.folder())]),
+    Case("train data", "TSV line with one column",
+         lambda ws: ["train", str(ws.config(train_tsv=ws.file("h.tsv", "a\tb\nonly one column\n"))),
+                     "--model-dir", str(ws.folder())]),
+    Case("train data", "Unicode, zero-width and RTL marks, control characters, empty and 100,000-character lines",
+         lambda ws: ["train", str(ws.config(train_src=ws.file("w.src", WEIRD + "\n" + "a b c\n" * 20),
+                                            train_tgt=ws.file("w.tgt", WEIRD + "\n" + "x y z\n" * 20))),
+                     "--model-dir", str(ws.folder())],
+         code=0, summary=lambda ws, out: "(exit 0) trained: " + out.strip().split(": ", 1)[1].split(";")[0]),
+    Case("train data", "the loss becomes NaN (`--set train.lr=1.0e+20`)",
+         lambda ws: ["train", str(ws.config()), "--model-dir", str(ws.folder()), "--set", "train.lr=1.0e+20"]),
+    # --- model folders ---------------------------------------------------------------------------
+    Case("model folder", "train into a non-empty folder without `--overwrite`",
+         lambda ws: ["train", str(ws.config()), "--model-dir", str(ws.model)]),
+    Case("model folder", "`--resume` a folder without a checkpoint",
+         lambda ws: ["train", str(ws.config()), "--model-dir", str(ws.folder()), "--resume"]),
+    Case("model folder", "not a model folder",
+         lambda ws: translate(ws.file("notes/todo.txt", "x").parent, in_txt(ws))),
+    Case("model folder", "vocabulary file missing",
+         lambda ws: translate(ws.model_with(lambda m: (m / "src.vocab").unlink()), in_txt(ws))),
+    # --- checkpoints -----------------------------------------------------------------------------
+    Case("checkpoint", "empty file", lambda ws: translate(ws.best(b""), in_txt(ws))),
+    Case("checkpoint", "truncated to half", lambda ws: translate(
+        ws.best((ws.model / "checkpoints" / "best.pt").read_bytes()[:600_000]), in_txt(ws))),
+    Case("checkpoint", "random bytes", lambda ws: translate(ws.best(bytes(range(256)) * 64), in_txt(ws))),
+    Case("checkpoint", "one flipped bit in the weights",
+         lambda ws: translate(ws.model_with(flip_a_weight), in_txt(ws))),
+    Case("checkpoint", "malicious pickle in a torch zip (`__reduce__` → `os.system`)",
+         lambda ws: translate(ws.best(evil_zip(ws)), in_txt(ws))),
+    Case("checkpoint", "malicious raw pickle", lambda ws: translate(ws.best(evil_raw(ws)), in_txt(ws))),
+    Case("checkpoint", "malicious `last.pt` given to `train --resume`",
+         lambda ws: ["train", str(ws.model / "config.yaml"), "--resume", "--model-dir", str(ws.model_with(
+             lambda m: (m / "checkpoints" / "last.pt").write_bytes(evil_zip(ws))))]),
+    Case("checkpoint", "a torch file holding only a tensor",
+         lambda ws: translate(ws.best(torch_bytes(torch.zeros(3))), in_txt(ws))),
+    Case("checkpoint", "a dict without model weights",
+         lambda ws: translate(ws.best(torch_bytes({"weights": torch.zeros(3)})), in_txt(ws))),
+    Case("checkpoint", "another format version",
+         lambda ws: translate(ws.best_payload(lambda p: p.update(format_version=99), checksum=False), in_txt(ws))),
+    Case("checkpoint", "model type differs from config.yaml",
+         lambda ws: translate(ws.config_yaml("type: rnnsearch", "type: seq2seq"), in_txt(ws))),
+    Case("checkpoint", "shapes differ from config.yaml",
+         lambda ws: translate(ws.config_yaml("hidden_size: 48", "hidden_size: 40"), in_txt(ws))),
+    Case("checkpoint", "weights of another architecture under the right name",
+         lambda ws: translate(ws.best_payload(lambda p: p["model"].pop(sorted(p["model"])[0])), in_txt(ws))),
+    # --- translate -------------------------------------------------------------------------------
+    Case("translate", "input file does not exist", lambda ws: translate(ws.model, ws.root / "missing.txt")),
+    Case("translate", "input is a folder", lambda ws: translate(ws.model, ws.root)),
+    Case("translate", "binary input", lambda ws: translate(ws.model, ws.file("bin.dat", b"abc\x00\x01\x02"))),
+    Case("translate", "invalid UTF-8 on line 3",
+         lambda ws: translate(ws.model, ws.file("l1.txt", b"a\nb\n\xc3\x28\n"))),
+    Case("translate", "binary data on stdin", lambda ws: ["translate", "--model", str(ws.model)],
+         stdin=b"\x89PNG\r\n\x1a\n\x00\x00"),
+    Case("translate", "a 600-word line", lambda ws: translate(ws.model, long_line(ws))),
+    Case("translate", "output file exists",
+         lambda ws: translate(ws.model, in_txt(ws), "--output", str(ws.file("exists.txt", "keep me\n")))),
+    Case("translate", "`--beam 0`", lambda ws: translate(ws.model, in_txt(ws), "--beam", "0")),
+    Case("translate", "`--n-best` larger than the beam", lambda ws: translate(ws.model, in_txt(ws), "--n-best", "5")),
+    Case("translate", "Unicode, zero-width and RTL marks, control characters, empty and 100,000-character lines",
+         lambda ws: translate(ws.model, ws.file("weird.txt", WEIRD)), code=0, summary=lines_in_out),
+    Case("translate", "empty input", lambda ws: translate(ws.model, ws.file("empty.txt", "")), code=0,
+         summary=lambda ws, out: lines_in_out(ws, out, "")),
+    # --- evaluate --------------------------------------------------------------------------------
+    Case("evaluate", "source and reference differ in line count",
+         lambda ws: evaluate(ws, ws.file("s.txt", "a\nb\n"), ws.file("r.txt", "a\n"))),
+    Case("evaluate", "empty test set", lambda ws: evaluate(ws, ws.file("s0.txt", ""), ws.file("r0.txt", ""))),
+    Case("evaluate", "a 600-word line in the source",
+         lambda ws: evaluate(ws, long_line(ws), ws.file("r2.txt", "a\nb\n"))),
+    Case("evaluate", "unknown BLEU tokenizer",
+         lambda ws: evaluate(ws, ws.corpus / "test.src", ws.corpus / "test.tgt", "--tokenize", "nope")),
+    Case("evaluate", "`--json` report exists",
+         lambda ws: evaluate(ws, ws.corpus / "test.src", ws.corpus / "test.tgt", "--json",
+                             str(ws.file("report.json", "{}")))),
+    # --- plot-attention --------------------------------------------------------------------------
+    Case("plot-attention", "empty sentence",
+         lambda ws: ["plot-attention", "--model", str(ws.model), "  ", "--out", str(ws.root / "a.png")]),
+    Case("plot-attention", "picture exists",
+         lambda ws: ["plot-attention", "--model", str(ws.model), "a b", "--out", str(ws.file("b.png", b"png"))]),
+]
+
+
+def run_case(case: Case, ws: Workspace) -> Result:
+    from attnmt.cli import main
+
+    argv = case.argv(ws)
+    out, err = io.StringIO(), io.StringIO()
+    stdin = sys.stdin
+    if case.stdin is not None:
+        sys.stdin = io.TextIOWrapper(io.BytesIO(case.stdin))
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(argv)
+    finally:
+        sys.stdin = stdin
+    return Result(case, code, out.getvalue(), err.getvalue())
+
+
+def run_all(root: Path, model: Path, corpus: Path) -> tuple[Workspace, list[Result]]:
+    ws = Workspace(root, model, corpus)
+    return ws, [run_case(case, ws) for case in CASES]
+
+
+def render(ws: Workspace, results: list[Result]) -> str:
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|").replace("\n", " ")
+
+    lines = [
+        "# Bad inputs and what the user sees",
+        "",
+        "Every row is a real run: `tests/bad_inputs.py` builds the input, calls the command line",
+        "(`attnmt.cli.main`) and records the exit code and the exact line on stderr. Regenerate with",
+        "`.venv/bin/python -m tests.bad_inputs`; `tests/test_security.py::test_bad_inputs_table` fails",
+        "when this file is out of date. `<dir>` is a scratch folder, `<model>` a tiny trained model",
+        "folder, `<corpus>` its training corpus.",
+        "",
+        "The contract: a refused input exits with code 2 and one line on stderr that names the file",
+        "(and line) and says what to do; input that can be handled is handled (exit 0). Never a",
+        "traceback, never a hang. A crafted checkpoint or config never runs code.",
+        "",
+        "| Area | Bad input | Exit | What the user sees |",
+        "|---|---|---|---|",
+    ]
+    for r in results:
+        lines.append(f"| {r.case.area} | {cell(r.case.what)} | {r.code} | {cell(r.seen(ws))} |")
+    return "\n".join(lines) + "\n"
+
+
+def _tiny_model(root: Path) -> tuple[Path, Path]:
+    """The corpus and model of the tests' session fixtures (tests/conftest.py), built here."""
+    from attnmt.data.synthetic import make_splits, write_corpus
+    from attnmt.train import train
+    from tests.conftest import tiny_config
+
+    corpus = root / "corpus"
+    corpus.mkdir(parents=True)
+    for name, pairs in make_splits(600, 40, 40, min_len=3, max_len=10, seed=5).items():
+        write_corpus(pairs, corpus, name)
+    model = root / "models" / "rnnsearch"
+    train(tiny_config(corpus), model, quiet=True)
+    return corpus, model
+
+
+def main() -> None:
+    import tempfile
+
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus, model = _tiny_model(Path(tmp))
+        ws, results = run_all(Path(tmp) / "work", model, corpus)
+        DOC.write_text(render(ws, results), encoding="utf-8")
+    bad = [r for r in results if r.code != r.case.code]
+    print(f"{DOC}: {len(results)} cases" + (f"; {len(bad)} break the contract" if bad else ""))
+
+
+if __name__ == "__main__":
+    main()
