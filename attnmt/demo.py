@@ -23,7 +23,12 @@ from attnmt.translator import Translator, load
 
 @dataclass
 class DemoSettings:
-    """Sizes of the demo; `quick` is a smoke-test version that runs in about a minute."""
+    """Sizes of the demo; `quick` is a smoke-test version that runs in about a minute.
+
+    Training stops after a fixed number of steps, not seconds, so that the demo's figures are the
+    same on every machine (benchmarks/demo.py measures how long it takes). The cells follow the
+    papers: Sutskever et al. used LSTMs, Bahdanau et al. gated recurrent units.
+    """
 
     n_train: int = 24000
     n_valid: int = 300
@@ -33,15 +38,16 @@ class DemoSettings:
     hidden_size: int = 128
     emb_size: int = 64
     attn_size: int = 64
-    batch_tokens: int = 3000
-    train_seconds: dict[str, float] = field(default_factory=lambda: {"seq2seq": 150.0, "rnnsearch": 150.0})
+    batch_tokens: int = 1500
+    steps: dict[str, int] = field(default_factory=lambda: {"seq2seq": 2000, "rnnsearch": 1200})
+    cells: dict[str, str] = field(default_factory=lambda: {"seq2seq": "lstm", "rnnsearch": "gru"})
     bucket_edges: tuple[int, ...] = (4, 14, 24, 34, 44, 54, 61)
     seed: int = 1
 
     @classmethod
     def quick(cls) -> "DemoSettings":
         return cls(n_train=3000, n_valid=100, n_test=150, max_len=30, hidden_size=64, emb_size=48, attn_size=32,
-                   train_seconds={"seq2seq": 25.0, "rnnsearch": 25.0}, bucket_edges=(4, 14, 24, 31))
+                   steps={"seq2seq": 150, "rnnsearch": 150}, bucket_edges=(4, 14, 24, 31))
 
 
 def demo_config(model_type: str, data_dir: Path, s: DemoSettings) -> Config:
@@ -52,12 +58,12 @@ def demo_config(model_type: str, data_dir: Path, s: DemoSettings) -> Config:
             valid_src=str(data_dir / "valid.src"), valid_tgt=str(data_dir / "valid.tgt"),
             tokenizer="word", max_len=2 * s.max_len + 20,
         ),
-        model=ModelConfig(type=model_type, cell="lstm",
+        model=ModelConfig(type=model_type, cell=s.cells[model_type],
                           emb_size=s.emb_size, hidden_size=s.hidden_size, attn_size=s.attn_size, dropout=0.0,
                           reverse_source=True),
-        train=TrainConfig(seed=s.seed, batch_tokens=s.batch_tokens, lr=3e-3, max_steps=100000,
-                          max_time_s=s.train_seconds[model_type], valid_every=200, valid_bleu_sample=0, threads=1,
-                          early_stopping_patience=100, scheduler="none", progress=True, tensorboard=False),
+        train=TrainConfig(seed=s.seed, batch_tokens=s.batch_tokens, lr=3e-3, max_steps=s.steps[model_type],
+                          valid_every=400, valid_bleu_sample=0, threads=1,
+                          early_stopping_patience=100, scheduler="none", log_every=25, tensorboard=False),
         decode=DecodeConfig(beam=1, max_len_a=1.5, max_len_b=10),
     )
 
@@ -77,6 +83,22 @@ MODELS = ("seq2seq", "rnnsearch")
 def _train_one(args: tuple[Config, Path]) -> None:
     config, model_dir = args
     train(config, model_dir, quiet=True)
+
+
+def _logged_step(model_dir: Path) -> int:
+    """The last training step a model folder's log reports (the children train quietly)."""
+    try:
+        lines = (model_dir / "train_log.jsonl").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return 0
+    for line in reversed(lines):
+        try:
+            record = json.loads(line)
+        except ValueError:  # a line being written
+            continue
+        if record.get("event") == "train":
+            return int(record["step"])
+    return 0
 
 
 def train_all(configs: dict[str, Config], models_dir: Path, quiet: bool) -> None:
@@ -100,15 +122,14 @@ def train_all(configs: dict[str, Config], models_dir: Path, quiet: bool) -> None
     if not quiet:
         from tqdm import tqdm
 
-        budget = max(c.train.max_time_s or 0 for c in configs.values())
-        progress = tqdm(total=round(budget), unit="s", desc="training", leave=False)
+        progress = tqdm(total=sum(c.train.max_steps for c in configs.values()), unit="step", desc="training",
+                        leave=False, dynamic_ncols=True)
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = [pool.submit(_train_one, job) for job in jobs]
-        started = time.perf_counter()
         while not all(f.done() for f in futures):
             time.sleep(0.5)
             if progress is not None:
-                progress.n = min(round(time.perf_counter() - started), progress.total)
+                progress.n = sum(_logged_step(model_dir) for _, model_dir in jobs)
                 progress.refresh()
         for f in futures:
             f.result()
@@ -154,7 +175,7 @@ def run_demo(out_dir: str | Path = "attnmt-demo", quick: bool = False, overwrite
     say(f"synthetic language: {len(splits['train'])} training pairs, source lengths {s.min_len}-{s.max_len}")
 
     configs = {m: demo_config(m, data_dir, s) for m in MODELS}
-    say(f"training seq2seq and rnnsearch ({', '.join(f'{m} {t:.0f} s' for m, t in s.train_seconds.items())}) ...")
+    say(f"training {' and '.join(f'{m} ({n} steps)' for m, n in s.steps.items())} side by side ...")
     train_all(configs, out_dir / "models", quiet)
 
     buckets: dict[str, list[LengthBucket]] = {}
