@@ -42,16 +42,20 @@ def cmd_train(args) -> None:
 
 
 def cmd_translate(args) -> None:
-    from attnmt.translator import load
+    from attnmt.translator import MAX_SOURCE_TOKENS, SentenceTooLong, load
 
-    translator = load(args.model, checkpoint=args.checkpoint)
-    sentences = _read_input(args.input)
-    out = sys.stdout
     if args.output:
         _refuse_overwrite(Path(args.output), args.overwrite)
-        out = open(args.output, "w", encoding="utf-8")
+    translator = load(args.model, checkpoint=args.checkpoint)
+    translator.max_src_tokens = MAX_SOURCE_TOKENS  # a refusal naming the line, not an hour-long decode
+    sentences = _read_input(args.input)
     try:
         translations = translator.translate(sentences, beam=args.beam, n_best=args.n_best)
+    except SentenceTooLong as e:
+        raise e.at(args.input if args.input and args.input != "-" else "<stdin>") from None
+    # The output file is created only now: a failed run leaves no empty file that blocks the next one.
+    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
+    try:
         for i, tr in enumerate(translations):
             if args.n_best > 1:
                 for option in tr.n_best or [tr]:
@@ -65,14 +69,19 @@ def cmd_translate(args) -> None:
 
 def cmd_evaluate(args) -> None:
     from attnmt.evaluate import evaluate_translator
-    from attnmt.translator import load
+    from attnmt.translator import MAX_SOURCE_TOKENS, SentenceTooLong, load
 
+    if args.json:  # before the work, not after it
+        _refuse_overwrite(Path(args.json), args.overwrite)
     translator = load(args.model, checkpoint=args.checkpoint)
-    report = evaluate_translator(translator, args.src, args.ref, beam=args.beam, tokenize=args.tokenize,
-                                 lowercase=args.lowercase)
+    translator.max_src_tokens = MAX_SOURCE_TOKENS
+    try:
+        report = evaluate_translator(translator, args.src, args.ref, beam=args.beam, tokenize=args.tokenize,
+                                     lowercase=args.lowercase)
+    except SentenceTooLong as e:
+        raise e.at(args.src) from None
     print(report.render())
     if args.json:
-        _refuse_overwrite(Path(args.json), args.overwrite)
         Path(args.json).write_text(report.to_json(), encoding="utf-8")
 
 
@@ -142,6 +151,42 @@ def cmd_study(args) -> None:
     from attnmt.study import run_study
 
     run_study(args.config, out=args.out, retrain=args.retrain, jobs=args.jobs, quiet=args.quiet)
+
+
+def cmd_animate(args) -> None:
+    from attnmt.viz.animate import animate
+
+    result = animate(args.scene, args.out, quality=args.quality, gif=args.gif, last_frame=args.last_frame,
+                     overwrite=args.overwrite, study=args.study, model_dirs=args.model or [],
+                     test=tuple(args.test) if args.test else None, sentence=args.sentence,
+                     checkpoint=args.checkpoint, beam=args.beam, bucket_width=args.bucket_width)
+    print("\n".join(str(path) for path in result.files))
+
+
+def _add_animate_parser(sub) -> None:
+    p = sub.add_parser("animate", help="render the chapter's manim animations from real measurements (needs "
+                                       "attnmt[anim])")
+    p.add_argument("scene", choices=["bottleneck", "soft-alignment"])
+    p.add_argument("--out", help="output file (default: SCENE.mp4, or SCENE.png with --last-frame)")
+    p.add_argument("--quality", choices=["low", "medium", "high"], default="high",
+                   help="480p15, 720p30 or 1080p60 (default: high)")
+    p.add_argument("--gif", action="store_true", help="also write a GIF next to the MP4")
+    p.add_argument("--last-frame", action="store_true", help="write only the final frame as PNG (fast)")
+    p.add_argument("--study", metavar="RESULTS.json",
+                   help="bottleneck: measured BLEU by length: results.json of `attnmt demo` or `attnmt study`, "
+                        "or `attnmt evaluate --json` (default: the built-in demo's measurements)")
+    p.add_argument("--model", action="append", metavar="DIR",
+                   help="bottleneck: a model to evaluate on --test (repeatable); soft-alignment: the rnnsearch "
+                        "model whose attention fills the grid")
+    p.add_argument("--test", nargs=2, metavar=("SRC", "REF"), help="bottleneck: the test set for --model")
+    p.add_argument("--sentence", help="soft-alignment: the sentence to translate with --model; bottleneck: the "
+                                      "words to show")
+    p.add_argument("--bucket-width", type=int, default=10,
+                   help="bottleneck: source-length bucket width for --test (default: 10)")
+    p.add_argument("--checkpoint", default="best", choices=["best", "last"])
+    p.add_argument("--beam", type=int, default=None, help="beam size (default from the model's config)")
+    p.add_argument("--overwrite", action="store_true", help="replace existing output files")
+    p.set_defaults(func=cmd_animate)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -244,9 +289,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("config", help="study YAML (see studies/)")
     p.add_argument("--out", help="output folder (default: runs/study-<name>); re-running reuses its models")
     p.add_argument("--retrain", action="store_true", help="train every model again")
-    p.add_argument("--jobs", type=int, default=1, help="runs trained at the same time, one thread each (default 1)")
+    p.add_argument("--jobs", type=int, help="runs trained at the same time, one thread each (default: the "
+                                            "study's jobs, else 1)")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_study)
+    _add_animate_parser(sub)
     return parser
 
 

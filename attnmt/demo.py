@@ -39,7 +39,7 @@ class DemoSettings:
     emb_size: int = 64
     attn_size: int = 64
     batch_tokens: int = 1500
-    steps: dict[str, int] = field(default_factory=lambda: {"seq2seq": 2000, "rnnsearch": 1200})
+    steps: dict[str, int] = field(default_factory=lambda: {"seq2seq": 3000, "rnnsearch": 1200})
     cells: dict[str, str] = field(default_factory=lambda: {"seq2seq": "lstm", "rnnsearch": "gru"})
     bucket_edges: tuple[int, ...] = (4, 14, 24, 34, 44, 54, 61)
     seed: int = 1
@@ -80,8 +80,20 @@ class DemoResult:
 MODELS = ("seq2seq", "rnnsearch")
 
 
+def _die_with_parent() -> None:
+    """Linux: end this worker when the demo process ends, however it ends (no orphans training on)."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def _train_one(args: tuple[Config, Path]) -> None:
     config, model_dir = args
+    _die_with_parent()
     train(config, model_dir, quiet=True)
 
 
