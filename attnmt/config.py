@@ -28,11 +28,22 @@ class DataConfig:
     train_src: Optional[str] = None  # source side of the training corpus (plain or .gz)
     train_tgt: Optional[str] = None  # target side, line-aligned with train_src
     train_tsv: Optional[str] = None  # alternative: one TSV file, source TAB target
+    # The TSV columns (counted from 0) that hold the source and the target, for every *_tsv file.
+    # Tatoeba / Anki exports are English TAB other TAB attribution: Chinese -> English reads 1 -> 0.
+    tsv_src_column: int = 0
+    tsv_tgt_column: int = 1
     valid_src: Optional[str] = None
     valid_tgt: Optional[str] = None
     valid_tsv: Optional[str] = None
     test_src: Optional[str] = None
     test_tgt: Optional[str] = None
+    # Held out of a corpus that comes as one file (attnmt/data/split.py): this many training pairs
+    # become the validation / test set when no valid_* / test_* files are given. Pairs that share a
+    # sentence (Tatoeba lists several translations of one English sentence) stay in one split, and the
+    # choice is fixed by train.seed. The held-out pairs are written to the model folder as
+    # valid.src / valid.tgt and test.src / test.tgt (for `attnmt evaluate --src MODEL/test.src ...`).
+    valid_size: int = 0
+    test_size: int = 0
     synthetic: bool = False  # use the built-in synthetic language instead of files
     synthetic_train: int = 20000  # sentence pairs generated for training (synthetic only)
     synthetic_valid: int = 500
@@ -54,6 +65,22 @@ class DataConfig:
         _check_range("data.min_freq", self.min_freq, 1, None)
         _check_range("data.synthetic_min_len", self.synthetic_min_len, 2, None)
         _check_range("data.synthetic_max_len", self.synthetic_max_len, self.synthetic_min_len, None)
+        _check_range("data.tsv_src_column", self.tsv_src_column, 0, None)
+        _check_range("data.tsv_tgt_column", self.tsv_tgt_column, 0, None)
+        if self.tsv_src_column == self.tsv_tgt_column:
+            raise UserError(f"config: data.tsv_src_column and data.tsv_tgt_column are both {self.tsv_src_column}; "
+                            "give two different TSV columns (counted from 0)")
+        _check_range("data.valid_size", self.valid_size, 0, None)
+        _check_range("data.test_size", self.test_size, 0, None)
+        if self.valid_size and (self.valid_src or self.valid_tgt or self.valid_tsv):
+            raise UserError(f"config: data.valid_size={self.valid_size} holds out a validation set, but validation "
+                            "files are given too (data.valid_*); use one or the other")
+        if self.synthetic and (self.valid_size or self.test_size):
+            raise UserError("config: data.valid_size / data.test_size hold out pairs of a corpus file; the synthetic "
+                            "language has its own splits (data.synthetic_valid), so leave them at 0")
+        if self.test_size and (self.test_src or self.test_tgt):
+            raise UserError(f"config: data.test_size={self.test_size} holds out a test set, but test files are "
+                            "given too (data.test_*); use one or the other")
 
 
 @dataclass
@@ -101,11 +128,13 @@ class TrainConfig:
     max_time_s: Optional[float] = None  # stop after this much wall time (a checkpoint is written)
     optimizer: Literal["adam"] = "adam"
     lr: float = 1e-3
-    scheduler: Literal["plateau", "noam", "none"] = "plateau"
+    # plateau: decay on a validation-loss plateau; noam: warm-up then 1/sqrt(step) (Vaswani et al.);
+    # cosine: warm-up then a cosine decay to min_lr at max_steps; none: constant
+    scheduler: Literal["plateau", "noam", "cosine", "none"] = "plateau"
     lr_decay: float = 0.5  # plateau: multiply the learning rate by this ...
     lr_patience: int = 3  # ... after this many validations without improvement
     min_lr: float = 1e-5
-    warmup_steps: int = 4000  # noam
+    warmup_steps: int = 4000  # noam and cosine: steps of linear warm-up
     clip_grad_norm: float = 5.0
     label_smoothing: float = 0.0
     valid_every: int = 500  # steps between validations (each writes checkpoints/last.pt, and best.pt if better)

@@ -63,7 +63,8 @@ def demo_config(model_type: str, data_dir: Path, s: DemoSettings) -> Config:
                           reverse_source=True),
         train=TrainConfig(seed=s.seed, batch_tokens=s.batch_tokens, lr=3e-3, max_steps=s.steps[model_type],
                           valid_every=400, valid_bleu_sample=0, threads=1,
-                          early_stopping_patience=100, scheduler="none", log_every=25, tensorboard=False),
+                          early_stopping_patience=100, scheduler="cosine", warmup_steps=0, log_every=25,
+                          tensorboard=False),
         decode=DecodeConfig(beam=1, max_len_a=1.5, max_len_b=10),
     )
 

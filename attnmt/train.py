@@ -27,6 +27,7 @@ from attnmt.config import Config, config_to_dict, save_config
 from attnmt.data.batching import Batch, batch_by_sentences, collate, token_batches
 from attnmt.data.dataset import (ParallelData, TextProcessor, build_processors, encode_pairs, load_processors,
                                  read_split, synthetic_splits)
+from attnmt.data.split import split_held_out
 from attnmt.data.vocab import PAD_ID
 from attnmt.distributed import World, close_world, init_world
 from attnmt.errors import UserError
@@ -90,6 +91,15 @@ def load_data(config: Config, model_dir: Path, resume: bool, log: "RunLog", worl
             raise UserError("config: no training data; set data.train_src and data.train_tgt, data.train_tsv, "
                             "or data.synthetic: true")
         valid_pairs = read_split(cfg, "valid")
+        if cfg.valid_size or cfg.test_size:  # held out of the training corpus, whole groups (data/split.py)
+            train_pairs, held_valid, test_pairs = split_held_out(train_pairs, cfg.valid_size, cfg.test_size,
+                                                                 config.train.seed)
+            valid_pairs = held_valid if cfg.valid_size else valid_pairs
+            log.event("data", split="held_out", valid=len(held_valid), test=len(test_pairs), seed=config.train.seed)
+            for name, held in (("valid", held_valid), ("test", test_pairs)):
+                if held and world.is_main:  # for `attnmt evaluate --src MODEL/test.src --ref MODEL/test.tgt`
+                    for side, k in (("src", 0), ("tgt", 1)):
+                        (model_dir / f"{name}.{side}").write_text("".join(p[k] + "\n" for p in held), encoding="utf-8")
     if resume:
         src_proc, tgt_proc = load_processors(model_dir)
     else:
@@ -207,17 +217,26 @@ def make_scheduler(optimizer: torch.optim.Optimizer, config: Config):
     if t.scheduler == "plateau":
         return torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, factor=t.lr_decay, patience=t.lr_patience,
                                                           min_lr=t.min_lr)
+    warmup = t.warmup_steps
     if t.scheduler == "noam":
-        d = config.model.d_model if config.model.type == "transformer" else config.model.hidden_size
-        warmup = t.warmup_steps
 
         def noam(step: int) -> float:
             """Vaswani et al. (2017), eq. 3, scaled so that the peak learning rate is train.lr."""
             step = max(step, 1)
             return min(step ** -0.5, step * warmup ** -1.5) * warmup ** 0.5
 
-        del d
         return torch.optim.lr_scheduler.LambdaLR(optimizer, noam)
+    if t.scheduler == "cosine":
+        floor = min(t.min_lr / t.lr, 1.0)
+
+        def cosine(step: int) -> float:
+            """Linear warm-up, then half a cosine from train.lr down to train.min_lr at train.max_steps."""
+            if step < warmup:
+                return (step + 1) / warmup
+            progress = min((step - warmup) / max(t.max_steps - warmup, 1), 1.0)
+            return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress))
+
+        return torch.optim.lr_scheduler.LambdaLR(optimizer, cosine)
     return None
 
 
