@@ -51,7 +51,7 @@ def read_split(cfg: DataConfig, split: str) -> list[tuple[str, str]] | None:
     src, tgt = getattr(cfg, f"{split}_src"), getattr(cfg, f"{split}_tgt")
     tsv = getattr(cfg, f"{split}_tsv", None)
     if tsv:
-        return read_tsv(tsv)
+        return read_tsv(tsv, cfg.tsv_src_column, cfg.tsv_tgt_column)
     if src and tgt:
         return read_parallel(src, tgt)
     if src or tgt:
