@@ -1,6 +1,6 @@
 """Run `attnmt demo` and record its wall time, peak memory and BLEU per length bucket.
 
-    python benchmarks/demo.py [--quick] [--out PATH]
+    python benchmarks/demo.py [--quick] [--out PATH] [--figures DIR]
 
 Checks the chapter's claim on the demo's own numbers: rnnsearch's BLEU in the longest bucket is at
 least 90% of its BLEU in the shortest, seq2seq's longest is below half of its shortest.
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import resource
+import shutil
 import sys
 import tempfile
 import time
@@ -25,11 +26,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--out", help="JSON result path (default benchmarks/results/demo[_quick].json)")
+    parser.add_argument("--figures", default=str(Path(__file__).resolve().parents[1] / "docs" / "img" / "demo"),
+                        help="where to keep the demo's figures and report (default docs/img/demo; '' to drop them)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
         result = run_demo(Path(tmp) / "demo", quick=args.quick, quiet=True)
         wall = time.perf_counter() - started
+        if args.figures and not args.quick:
+            figures = Path(args.figures)
+            figures.mkdir(parents=True, exist_ok=True)
+            for name in ("bleu_by_length.png", "attention_short.png", "attention_medium.png", "attention_long.png",
+                         "report.md"):
+                shutil.copy(Path(tmp) / "demo" / name, figures / name)
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     ratios = {m: bs[-1].bleu / max(bs[0].bleu, 1e-9) for m, bs in result.buckets.items()}
     claims = {
