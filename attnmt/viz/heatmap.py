@@ -11,8 +11,10 @@ pyplot: no display is needed, no global backend is switched and nothing leaks be
 from __future__ import annotations
 
 import functools
+import re
+import unicodedata
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,36 +28,132 @@ from matplotlib.figure import Figure
 # text uses DejaVu Sans and Chinese/Japanese/Korean tokens use whichever CJK font is installed.
 FONT_FALLBACKS = (
     "DejaVu Sans",
-    "Noto Sans CJK JP",
     "Noto Sans CJK SC",
     "Noto Sans CJK TC",
+    "Noto Sans CJK HK",
+    "Noto Sans CJK JP",
     "Noto Sans CJK KR",
+    "Noto Sans SC",
+    "Noto Sans TC",
+    "Noto Sans JP",
+    "Noto Sans KR",
+    "Source Han Sans SC",
+    "Source Han Sans CN",
+    "Source Han Sans TC",
+    "Source Han Sans JP",
+    "Source Han Sans KR",
     "Source Han Sans",
     "WenQuanYi Zen Hei",
     "WenQuanYi Micro Hei",
+    "Noto Serif CJK SC",
+    "Noto Serif CJK JP",
     "IPAGothic",
     "IPAexGothic",
+    "NanumGothic",
     "Droid Sans Fallback",
     "SimHei",
     "Microsoft YaHei",
+    "PingFang SC",
+    "Hiragino Sans GB",
     "MS Gothic",
     "AppleGothic",
     "Arial Unicode MS",
 )
+# Han characters are drawn differently in China, Taiwan/Hong Kong, Japan and Korea; a font
+# collection such as Noto Sans CJK has one family per region. The region tags of each script's own
+# families, most preferred first (Chinese without kana or hangul: simplified, then traditional).
+REGION_TAGS = {"zh": ("SC", "CN", "GB", "TC", "HK"), "ja": ("JP",), "ko": ("KR",)}
+# Font files worth registering when matplotlib's font cache predates the CJK font's installation
+# (matplotlib scans the system fonts once, when it first builds the cache; see cjk_fonts).
+_CJK_FILE = re.compile(r"cjk|sourcehan|wqy|wenquanyi|droidsansfallback|ipag|ipaexg|nanum|simhei|msyh|"
+                       r"notosans(sc|tc|hk|jp|kr)|arialuni|pingfang|hiragino", re.IGNORECASE)
+
+_KANA = re.compile("[\u3040-\u30ff\u31f0-\u31ff\uff66-\uff9f]")
+_HANGUL = re.compile("[\u1100-\u11ff\u3130-\u318f\ua960-\ua97f\uac00-\ud7ff]")
+# Han ideographs (with the extensions and compatibility blocks), CJK symbols and punctuation,
+# kana, bopomofo, hangul, and the full-width forms of Chinese punctuation.
+_CJK = re.compile("[\u1100-\u11ff\u2e80-\u2fdf\u2ff0-\u31ff\u3200-\u9fff\ua960-\ua97f\uac00-\ud7ff"
+                  "\uf900-\ufaff\ufe30-\ufe4f\uff00-\uffef\U00020000-\U0003134f]")
+
+SP_SPACE = "\u2581"  # sentencepiece's word-start mark, "▁" (attnmt.data.tokenize.SP_SPACE)
 
 MIN_CELL_INCHES = 0.16  # below this, 6 pt labels overlap their neighbours
 MAX_CELL_INCHES = 0.4
 
 
-@functools.lru_cache(maxsize=1)
-def font_families() -> list[str]:
-    """The installed fonts of :data:`FONT_FALLBACKS`, in order (never empty).
+def cjk_script(texts: Iterable[str]) -> str | None:
+    """``"ja"`` if any text has kana, else ``"ko"`` if any has hangul, else ``"zh"`` if any has another
+    CJK character (Han, CJK punctuation, full-width forms), else None."""
+    joined = "".join(texts)
+    if not _CJK.search(joined):
+        return None
+    return "ja" if _KANA.search(joined) else "ko" if _HANGUL.search(joined) else "zh"
 
-    Naming only installed fonts keeps matplotlib from warning about each missing one.
+
+def _installed_families() -> set[str]:
+    return {font.name for font in font_manager.fontManager.ttflist}
+
+
+def _system_cjk_files() -> list[str]:
+    """Font files on this system whose names say CJK (cheap: no file is opened)."""
+    try:
+        files = font_manager.findSystemFonts()
+    except Exception:  # a broken font folder or fc-list must never stop a plot
+        return []
+    return sorted(f for f in files if _CJK_FILE.search(Path(f).name))
+
+
+@functools.lru_cache(maxsize=1)
+def cjk_fonts() -> tuple[str, ...]:
+    """The installed CJK families of :data:`FONT_FALLBACKS`, in that order (empty if none).
+
+    matplotlib lists the system fonts once, when it builds its font cache; a CJK font installed
+    after that (``apt-get install fonts-noto-cjk`` after the first plot) is not in the cache. Then
+    the CJK font files found on the system are registered for this process (nothing is written to
+    the cache). With no CJK font at all, one warning says how to install one; plots still work and
+    show boxes for the missing glyphs.
     """
-    installed = {font.name for font in font_manager.fontManager.ttflist}
-    found = [name for name in FONT_FALLBACKS if name in installed]
-    return found or ["sans-serif"]
+    names = [name for name in FONT_FALLBACKS[1:] if name in _installed_families()]
+    if not names:
+        for path in _system_cjk_files():
+            try:
+                font_manager.fontManager.addfont(path)
+            except Exception:  # an unreadable or unsupported file: try the next one
+                continue
+        names = [name for name in FONT_FALLBACKS[1:] if name in _installed_families()]
+    if not names:
+        warnings.warn("no CJK font is installed, so Chinese, Japanese and Korean tokens are drawn as boxes; "
+                      "install one, e.g. `apt-get install fonts-noto-cjk`", stacklevel=2)
+    return tuple(names)
+
+
+def font_families(texts: Iterable[str] = ()) -> list[str]:
+    """The installed fonts to draw ``texts`` with, in order (never empty).
+
+    Latin text first tries DejaVu Sans, matplotlib's own font. When ``texts`` hold CJK characters,
+    the installed CJK fonts follow (see :func:`cjk_fonts`), those of the script's region first: the
+    Simplified Chinese family for Chinese, the Japanese one when there is kana. Naming only
+    installed fonts keeps matplotlib from warning about each missing one.
+    """
+    script = cjk_script(texts)
+    return list(_families(script))
+
+
+@functools.lru_cache(maxsize=8)
+def _families(script: str | None) -> tuple[str, ...]:
+    installed = _installed_families()
+    base = [name for name in FONT_FALLBACKS if name in installed]
+    if script is None:
+        return tuple(base or ["sans-serif"])
+    tags = REGION_TAGS[script]
+
+    def rank(name: str) -> tuple[bool, int]:  # sans serif first (the look of the other labels), then region
+        words = name.split()
+        return "Serif" in words, next((k for k, tag in enumerate(tags) if tag in words), len(tags))
+
+    latin = [name for name in ("DejaVu Sans",) if name in installed]
+    cjk = sorted(cjk_fonts(), key=rank)  # stable: FONT_FALLBACKS order within a rank
+    return tuple(latin + cjk) or ("sans-serif",)
 
 
 def _as_matrix(alpha: Any) -> np.ndarray:
@@ -75,10 +173,42 @@ def _cell_inches(n: int) -> float:
     return float(np.clip(9.0 / max(n, 1), MIN_CELL_INCHES, MAX_CELL_INCHES))
 
 
+def _text_ems(text: str) -> float:
+    """Rough width of ``text`` in ems: a wide (CJK) character is one em, others ~0.62."""
+    return sum(1.0 if unicodedata.east_asian_width(c) in "WF" else 0.62 for c in str(text))
+
+
+def _source_labels(tokens: Sequence[str], fontsize: float, cell: float) -> tuple[list[str], list[int], float]:
+    """The source (top) labels, their rotations and the inches they need above the heatmap.
+
+    Tokens are rotated by 90 degrees to fit their narrow columns. Source text with CJK characters
+    is drawn as it can be written, upright: a token that fits its column as it is, a longer one of
+    CJK characters top to bottom, one character a line (这本书 as 这 / 本 / 书); other tokens of such
+    a sentence (a Latin word) are still rotated.
+    """
+    if cjk_script(map(str, tokens)) is None:
+        return [_label(t) for t in tokens], [90] * len(tokens), _label_inches(tokens, fontsize)
+    line = 1.25 * fontsize / 72
+    labels, rotations, need = [], [], line
+    for token in map(str, tokens):
+        if _text_ems(token) * fontsize / 72 <= cell:
+            labels.append(_label(token))
+            rotations.append(0)
+        elif all(unicodedata.east_asian_width(c) in "WF" or c == SP_SPACE for c in token):
+            labels.append("\n".join(token))
+            rotations.append(0)
+            need = max(need, len(token) * line)
+        else:
+            labels.append(_label(token))
+            rotations.append(90)
+            need = max(need, _label_inches([token], fontsize))
+    return labels, rotations, 0.15 + need
+
+
 def _label_inches(tokens: Sequence[str], fontsize: float) -> float:
     """Rough length of the longest tick label, so the margins can hold it."""
-    longest = max((len(t) for t in tokens), default=1)
-    return 0.15 + 0.62 * longest * fontsize / 72
+    longest = max((_text_ems(t) for t in tokens), default=0.62)
+    return 0.15 + longest * fontsize / 72
 
 
 def plot_attention(
@@ -111,21 +241,25 @@ def plot_attention(
     cell = _cell_inches(max(n_src, n_tgt))
     fontsize = float(np.clip(cell * 72 * 0.6, 6, 11))
     left = _label_inches(tgt_tokens, fontsize)
-    top = _label_inches(src_tokens, fontsize) + (0.4 if title else 0.1)
+    src_labels, rotations, src_inches = _source_labels(src_tokens, fontsize, cell)
+    top = src_inches + (0.4 if title else 0.1)
     bar = 0.6  # colour bar, its ticks and a gap
     width, height = n_src * cell, n_tgt * cell
     fig_w, fig_h = left + width + bar + 0.3, top + height + 0.2
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with matplotlib.rc_context({"font.family": font_families(), "font.size": fontsize}):
+    families = font_families([*map(str, src_tokens), *map(str, tgt_tokens), title or ""])
+    with matplotlib.rc_context({"font.family": families, "font.size": fontsize}):
         fig = Figure(figsize=(fig_w, fig_h))
         FigureCanvasAgg(fig)
         # Place the axes in inches so each cell is square whatever the figure size.
         ax = fig.add_axes((left / fig_w, 0.2 / fig_h, width / fig_w, height / fig_h))
         image = ax.imshow(weights, cmap=cmap, vmin=0.0, vmax=1.0, aspect="equal", interpolation="nearest")
         ax.xaxis.tick_top()
-        ax.set_xticks(range(n_src), [_label(t) for t in src_tokens], rotation=90)
+        ax.set_xticks(range(n_src), src_labels)
+        for text, rotation in zip(ax.get_xticklabels(), rotations):
+            text.set_rotation(rotation)
         ax.set_yticks(range(n_tgt), [_label(t) for t in tgt_tokens])
         ax.tick_params(length=0)
         if title:
