@@ -54,7 +54,7 @@ class DataConfig:
     tokenizer: Literal["bpe", "unigram", "word"] = "bpe"
     vocab_size: int = 8000  # subword vocabulary size (bpe / unigram)
     joint_vocab: bool = False  # one tokenizer and vocabulary shared by both languages
-    lowercase: bool = False  # word tokenizer only
+    lowercase: bool = False  # lowercase both sides before tokenizing (any tokenizer); output stays lowercase
     max_vocab: Optional[int] = None  # word tokenizer: keep at most this many tokens per side
     min_freq: int = 1  # word tokenizer: drop rarer tokens (they become <unk>)
     max_len: int = 100  # training pairs with a longer side (in tokens) are dropped and counted
@@ -170,11 +170,12 @@ class DecodeConfig:
     max_len_a: float = 1.5  # maximum output length = a * source length + b
     max_len_b: int = 10
     max_len_cap: Optional[int] = None  # absolute cap on the output length
-    batch_size: int = 64
+    batch_size: int = 64  # at most this many sentences per decoding batch (of similar lengths)
 
     def __post_init__(self) -> None:
         _check_range("decode.beam", self.beam, 1, 100)
         _check_range("decode.length_penalty", self.length_penalty, 0.0, 10.0)
+        _check_range("decode.batch_size", self.batch_size, 1, None)
 
 
 @dataclass

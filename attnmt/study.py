@@ -49,7 +49,7 @@ from typing import Any, Iterable, Literal, Optional
 import numpy as np
 import yaml
 
-from attnmt.config import Config, _build, _check_range, _coerce, config_from_dict, config_to_dict
+from attnmt.config import PATH_FIELDS, Config, _build, _check_range, _coerce, config_from_dict, config_to_dict
 from attnmt.errors import UserError
 
 # ================================================================ the study config
@@ -527,10 +527,16 @@ def plan_runs(study: Study, out: Path, data: StudyData) -> list[Run]:
 
 
 def _comparable(config: dict) -> dict:
-    """A config dict without the settings that do not change what is learnt."""
+    """A config dict without the settings that do not change what is learnt.
+
+    The data paths are left out too: the output folder may have moved, and the data's identity is
+    in the config's name (its fingerprint, see plan_runs).
+    """
     config = copy.deepcopy(config)
     for key in ("progress", "tensorboard", "log_every", "threads", "device"):
         config.get("train", {}).pop(key, None)
+    for key in PATH_FIELDS:
+        config.get("data", {}).pop(key, None)
     return config
 
 
@@ -1219,7 +1225,8 @@ def run_study(path: str | Path, out: str | Path | None = None, retrain: bool = F
     jobs = study.jobs if jobs is None else jobs
     if jobs < 1:
         raise UserError(f"--jobs {jobs}: must be at least 1")
-    out = Path(out) if out is not None else Path("runs") / f"study-{study.name}"
+    # Absolute, so that the model configs name their data wherever they are read from.
+    out = (Path(out) if out is not None else Path("runs") / f"study-{study.name}").resolve()
     out.mkdir(parents=True, exist_ok=True)
     data = prepare_data(study, out)
     say(f"study {study.name}: data in {data.directory} ({data.summary['train']['pairs']} training pairs, test "

@@ -63,8 +63,13 @@ class Translator:
 
     @torch.inference_mode()
     def translate(self, sentences: list[str], beam: int | None = None, n_best: int = 1,
-                  length_penalty: float | None = None, batch_tokens: int = 2000) -> list[Translation]:
-        """Translate sentences; the result keeps the input order."""
+                  length_penalty: float | None = None, batch_tokens: int = 2000,
+                  batch_size: int | None = None) -> list[Translation]:
+        """Translate sentences; the result keeps the input order.
+
+        Sentences of similar length are decoded together, at most ``batch_size`` (default
+        ``decode.batch_size``) and ``batch_tokens`` source tokens at a time.
+        """
         d = self.config.decode
         beam = d.beam if beam is None else beam
         length_penalty = d.length_penalty if length_penalty is None else length_penalty
@@ -82,7 +87,9 @@ class Translator:
                 raise SentenceTooLong(i, len(ids), self.max_src_tokens)
         results: list[Translation | None] = [None] * len(sentences)
         lengths = [max(len(ids), 1) for ids in src_ids]
-        for indices in token_batches(lengths, lengths, batch_tokens, shuffle=False, seed=0, epoch=0):
+        max_sentences = d.batch_size if batch_size is None else batch_size
+        for indices in token_batches(lengths, lengths, batch_tokens, shuffle=False, seed=0, epoch=0,
+                                     max_sentences=max_sentences):
             nonempty = [i for i in indices if src_ids[i]]
             for i in set(indices) - set(nonempty):
                 results[i] = Translation(sentences[i], "", [], [], None, 0.0)

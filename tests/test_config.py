@@ -37,6 +37,7 @@ def test_unknown_key_names_closest(tmp_path):
         ("train:\n  batch_tokens: lots\n", r"train.batch_tokens='lots'.*allowed: int"),
         ("model:\n  dropout: 1.5\n", r"model.dropout=1.5 is out of range"),
         ("decode:\n  beam: 0\n", r"decode.beam=0 is out of range"),
+        ("decode:\n  batch_size: 0\n", r"decode.batch_size=0 is out of range"),
         ("model:\n  tie_embeddings: 1\n", r"model.tie_embeddings=1.*allowed: bool"),
         ("- a\n- b\n", r"must be a mapping"),
     ],

@@ -59,6 +59,21 @@ def test_beam_one_equals_greedy(tiny_model, tiny_corpus):
     assert [t.text for t in greedy[:8]] == [translator.tgt.detokenize(h[0].tokens) for h in g]
 
 
+def test_decode_batch_size_bounds_the_sentences_decoded_together(tiny_model, tiny_corpus):
+    translator = attnmt.load(tiny_model)
+    sentences = (tiny_corpus / "test.src").read_text(encoding="utf-8").splitlines()[:20]
+    sizes = []
+    encode = translator.model.encode
+    translator.model.encode = lambda src, src_len: sizes.append(src.size(0)) or encode(src, src_len)
+    small = translator.translate(sentences, beam=2, batch_size=3)
+    assert max(sizes) <= 3 and sum(sizes) == len(sentences)
+    sizes.clear()
+    translator.config.decode.batch_size = 7  # the default comes from the model's config
+    default = translator.translate(sentences, beam=2)
+    assert max(sizes) == 7 and sum(sizes) == len(sentences)
+    assert [t.text for t in small] == [t.text for t in default]
+
+
 def test_n_best_is_sorted_and_sized(tiny_model):
     translator = attnmt.load(tiny_model)
     (t,) = translator.translate(["tiny input sentence"], beam=4, n_best=3)

@@ -129,6 +129,17 @@ def test_multi30k_long_splits_from_official_file_names(tmp_path):
         _multi30k_long_splits(cfg, tmp_path)
 
 
+def test_target_word_labels_name_what_each_target_word_translates():
+    from attnmt.data.synthetic import SyntheticLanguage
+    from attnmt.study import target_word_labels
+
+    language = SyntheticLanguage(seed=0)
+    pair = language.sentence(random.Random(10), 12)  # the example of attnmt.data.synthetic's docstring
+    assert target_word_labels(pair, language) == [
+        "noun (article untranslated)", "noun (2nd word)", "determiner", "noun", "adjective", "adverb",
+        "transitive verb", "conjunction", "noun (article untranslated)", "adjective", "intransitive verb"]
+
+
 def test_seed_mean_interval_brackets_the_mean():
     refs = ["a b c d", "e f g h", "i j k l", "m n o p"]
     perfect, half = refs, ["a b x y", "e f x y", "i j k l", "m n o p"]
@@ -176,6 +187,7 @@ def test_tiny_study_report_and_reuse(tmp_path, tiny_corpus, tiny_model):
     assert "synthetic-test" in rnn["alignment"] and not summary["models"]["seq2seq"]["alignment"]
     assert 0 <= rnn["alignment"]["synthetic-test"]["argmax"]["aer"]["mean"] <= 1
     assert 0 <= summary["diagonal"]["synthetic-test"]["aer"] <= 1
+    assert "adjective" in rnn["alignment_by_category"]
     assert len(summary["heatmaps"]) == 1
     page = result.report.read_text(encoding="utf-8")
     assert page.count("data:image/png;base64,") == 3 and "src='figures" not in page  # self-contained

@@ -63,9 +63,13 @@ class _AttentionDecoderBase(nn.Module):
 
     def forward(self, tgt_in: Tensor, state: dict[str, Tensor], enc: dict[str, Tensor]):
         emb = self.dropout(self.embed(tgt_in))
+        # Under teacher forcing every E y_{i-1} is known in advance: its share of the RNN's input
+        # gates is one matrix product for all steps. unbind (not emb[:, i]) keeps the backward
+        # pass from building a full-size gradient for every step's slice.
+        known_gates, w_rest = self.rnn.input_projection(emb)
         steps, alphas = [], []
-        for i in range(tgt_in.size(1)):
-            features, state, alpha = self._recur(emb[:, i], state, enc)
+        for emb_prev, gates in zip(emb.unbind(1), known_gates.unbind(1)):
+            features, state, alpha = self._recur(emb_prev, state, enc, (gates, w_rest))
             steps.append(features)
             alphas.append(alpha)
         t = self._readout(*(torch.stack(parts, dim=1) for parts in zip(*steps)))
@@ -74,6 +78,13 @@ class _AttentionDecoderBase(nn.Module):
     def step(self, y_prev: Tensor, state: dict[str, Tensor], enc: dict[str, Tensor]):
         features, state, alpha = self._recur(self.dropout(self.embed(y_prev)), state, enc)
         return self._readout(*features), state, alpha
+
+    def _rnn_step(self, emb_prev: Tensor, rest: Tensor | None, state: dict[str, Tensor],
+                  known: tuple[Tensor, Tensor] | None):
+        """The RNN update on input [E y_{i-1}; rest], with E y_{i-1}'s gates precomputed when known."""
+        if known is not None:
+            return self.rnn.step(rest if rest is not None else emb_prev[:, :0], state, *known)
+        return self.rnn.step(emb_prev if rest is None else torch.cat([emb_prev, rest], dim=-1), state)
 
 
 class BahdanauDecoder(_AttentionDecoderBase):
@@ -104,10 +115,10 @@ class BahdanauDecoder(_AttentionDecoderBase):
     def project_keys(self, h: Tensor) -> Tensor:
         return self.attention.project_keys(h)
 
-    def _recur(self, emb_prev: Tensor, state: dict[str, Tensor], enc: dict[str, Tensor]):
+    def _recur(self, emb_prev: Tensor, state: dict[str, Tensor], enc: dict[str, Tensor], known=None):
         s_prev = self.rnn.top(state)
         c_i, alpha = self.attention(s_prev, enc["h"], enc["h"], enc["mask"], enc["keys"])
-        s_i, state = self.rnn.step(torch.cat([emb_prev, c_i], dim=-1), state)
+        s_i, state = self._rnn_step(emb_prev, c_i, state, known)
         return (s_i, emb_prev, c_i), state, alpha
 
     def _readout(self, s: Tensor, emb_prev: Tensor, c: Tensor) -> Tensor:
@@ -149,10 +160,9 @@ class LuongDecoder(_AttentionDecoderBase):
             state["feed"] = torch.zeros_like(self.rnn.top(state))
         return state
 
-    def _recur(self, emb_prev: Tensor, state: dict[str, Tensor], enc: dict[str, Tensor]):
-        x = torch.cat([emb_prev, state["feed"]], dim=-1) if self.input_feeding else emb_prev
+    def _recur(self, emb_prev: Tensor, state: dict[str, Tensor], enc: dict[str, Tensor], known=None):
         feed = state.get("feed")
-        s_i, state = self.rnn.step(x, {k: v for k, v in state.items() if k != "feed"})
+        s_i, state = self._rnn_step(emb_prev, feed, {k: v for k, v in state.items() if k != "feed"}, known)
         c_i, alpha = self.attention(s_i, enc["h"], enc["h"], enc["mask"], enc["keys"])
         h_tilde = self.dropout(torch.tanh(self.combine(torch.cat([c_i, s_i], dim=-1))))
         if feed is not None:

@@ -55,25 +55,44 @@ class StackedRNN(nn.Module):
             return out, self.state_from_layers(hidden[0].transpose(0, 1), hidden[1].transpose(0, 1))
         return out, self.state_from_layers(hidden.transpose(0, 1))
 
-    def step(self, x: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+    def input_projection(self, known: Tensor) -> tuple[Tensor, Tensor]:
+        """Layer 0's input gates from the input features known in advance, for all steps at once.
+
+        known [B,T,k] holds the first k features of every step's input (the decoder's embeddings of
+        y_{i-1} under teacher forcing). Returns their gates [B,T,G] (with the input bias) and the
+        weight columns of the remaining features, for :meth:`step`: one large matrix product in place
+        of T small ones.
+        """
+        w_ih = self.rnn.weight_ih_l0
+        k = known.size(-1)
+        return F.linear(known, w_ih[:, :k], self.rnn.bias_ih_l0), w_ih[:, k:]
+
+    def step(self, x: Tensor, state: dict[str, Tensor], known_gates: Tensor | None = None,
+             w_rest: Tensor | None = None) -> tuple[Tensor, dict[str, Tensor]]:
         """One time step: x [B,D] -> top output [B,H].
 
-        The cell equations are written out with the fused RNN's own weights: for a single step on
-        a CPU this is several times faster than calling the fused RNN with a length-1 sequence.
+        With ``known_gates`` and ``w_rest`` from :meth:`input_projection`, x holds only the input
+        features that were not known in advance. The cell equations are written out with the fused
+        RNN's own weights: for a single step on a CPU this is several times faster than calling the
+        fused RNN with a length-1 sequence.
         """
         new = {}
         for layer in range(self.num_layers):
             w_ih, w_hh, b_ih, b_hh = (getattr(self.rnn, f"{name}_l{layer}")
                                       for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"))
             h = state[f"h{layer}"]
+            if layer == 0 and known_gates is not None:
+                gates_x = known_gates + F.linear(x, w_rest) if x.size(-1) else known_gates
+            else:
+                gates_x = F.linear(x, w_ih, b_ih)
             if self.is_lstm:
-                gates = F.linear(x, w_ih, b_ih) + F.linear(h, w_hh, b_hh)
+                gates = gates_x + F.linear(h, w_hh, b_hh)
                 i, f, g, o = gates.chunk(4, dim=-1)
                 c = torch.sigmoid(f) * state[f"c{layer}"] + torch.sigmoid(i) * torch.tanh(g)
                 h = torch.sigmoid(o) * torch.tanh(c)
                 new[f"c{layer}"] = c
             else:
-                r_x, z_x, n_x = F.linear(x, w_ih, b_ih).chunk(3, dim=-1)
+                r_x, z_x, n_x = gates_x.chunk(3, dim=-1)
                 r_h, z_h, n_h = F.linear(h, w_hh, b_hh).chunk(3, dim=-1)
                 r, z = torch.sigmoid(r_x + r_h), torch.sigmoid(z_x + z_h)
                 h = (1 - z) * torch.tanh(n_x + r * n_h) + z * h

@@ -1,0 +1,168 @@
+"""The "rnn-256" recipe of the peer comparison (issue 5), run with attnmt on Multi30k de->en.
+
+    python benchmarks/rnn256.py [--multi30k ../shared/data/multi30k] [--seconds 240] [--threads 2]
+
+The recipe of ../shared/peers (OpenNMT-py, fairseq, JoeyNMT): text lowercased with punctuation split
+off, word vocabularies of at most 10,000 per side (min frequency 2), a 1-layer bidirectional LSTM
+encoder and a 1-layer LSTM decoder with additive attention, embeddings and hidden size 256, batches
+of 64 sentences, Adam lr 1e-3, dropout 0.2, gradient norm clipped at 5, a fixed training time; then
+test_2016_flickr decoded greedily and with beam 5, batches of 64, at most 80 output tokens, BLEU on
+the lowercased tokenized references (sacreBLEU tokenize=none: tokenized BLEU, as the peers report).
+
+Also measured in the same run, so that the throughput can be read against the machine:
+* the machine's float32 and bfloat16 matrix-product rate (2048^3, the training thread count);
+* the model's FLOPs per target token of one training step (forward + backward, counted by
+  torch.utils.flop_counter on a real batch), hence the achieved FLOP/s and its share of the peak;
+* decoding speed in sentences/s for batches of 1, 16 and 64 sentences.
+Writes benchmarks/results/rnn256.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import write_result  # noqa: E402
+
+import torch  # noqa: E402
+
+from attnmt.config import config_from_dict  # noqa: E402
+from attnmt.evaluate import corpus_scores  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+PUNCT = re.compile(r"([^\w\s])", re.UNICODE)  # the peers' preprocessing: every other symbol is a token
+
+
+def peer_tokenize(line: str) -> str:
+    return " ".join(PUNCT.sub(r" \1 ", line.strip().lower()).split())
+
+
+def prepare(multi30k: Path, out: Path) -> None:
+    for split in ("train", "val", "test_2016_flickr"):
+        for lang in ("de", "en"):
+            with gzip.open(multi30k / f"{split}.{lang}.gz", "rt", encoding="utf-8") as f:
+                lines = f.read().rstrip("\n").split("\n")
+            (out / f"{split}.{lang}").write_text("\n".join(peer_tokenize(x) for x in lines) + "\n", encoding="utf-8")
+
+
+def recipe(data: Path, seconds: float, threads: int) -> dict:
+    return {
+        "name": "rnn256",
+        "data": {"train_src": str(data / "train.de"), "train_tgt": str(data / "train.en"),
+                 "valid_src": str(data / "val.de"), "valid_tgt": str(data / "val.en"),
+                 "src_lang": "de", "tgt_lang": "en", "tokenizer": "word", "max_vocab": 10000, "min_freq": 2,
+                 "max_len": 100},
+        "model": {"type": "rnnsearch", "cell": "lstm", "emb_size": 256, "hidden_size": 256, "dropout": 0.2},
+        "train": {"seed": 1, "batch_size": 64, "lr": 1e-3, "scheduler": "none", "clip_grad_norm": 5.0,
+                  "label_smoothing": 0.0, "max_time_s": seconds, "max_steps": 10**6, "valid_every": 250,
+                  "valid_bleu_sample": 0, "early_stopping_patience": 10**6, "threads": threads,
+                  "tensorboard": False, "progress": False},
+        "decode": {"beam": 5, "max_len_cap": 80, "batch_size": 64},
+    }
+
+
+def matmul_rate(dtype: torch.dtype, n: int = 2048, seconds: float = 2.0) -> float:
+    """GFLOP/s of an n x n x n matrix product in ``dtype`` on the current thread count."""
+    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+    a @ b
+    count, started = 0, time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        a @ b
+        count += 1
+    return 2 * n**3 * count / (time.perf_counter() - started) / 1e9
+
+
+def flops_per_target_token(translator, data: Path) -> float:
+    """Forward + backward FLOPs of one training step on the first 64 training pairs, per target token."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from attnmt.data.batching import collate
+    from attnmt.train import nll_loss
+
+    src = (data / "train.de").read_text(encoding="utf-8").splitlines()[:64]
+    tgt = (data / "train.en").read_text(encoding="utf-8").splitlines()[:64]
+    examples = [(translator.src.ids(s), translator.tgt.ids(t)) for s, t in zip(src, tgt)]
+    batch = collate(examples, list(range(len(examples))))
+    model = translator.model.train()
+    with FlopCounterMode(display=False) as counter:
+        logits, _ = model(batch.src, batch.src_len, batch.tgt_in)
+        nll_loss(logits, batch.tgt_out).backward()
+    model.zero_grad(set_to_none=True)
+    model.eval()
+    return counter.get_total_flops() / batch.n_tgt_tokens
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--multi30k", default=str(ROOT.parent / "shared" / "data" / "multi30k"))
+    parser.add_argument("--seconds", type=float, default=240.0, help="training wall time")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--out", help="JSON result path (default benchmarks/results/rnn256.json)")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    peak = {"float32": round(matmul_rate(torch.float32), 1), "bfloat16": round(matmul_rate(torch.bfloat16), 1)}
+    print(f"matrix products, {args.threads} threads: {peak} GFLOP/s", flush=True)
+
+    from attnmt.train import train
+    from attnmt.translator import load
+
+    with tempfile.TemporaryDirectory() as tmp:
+        data, model_dir = Path(tmp) / "data", Path(tmp) / "model"
+        data.mkdir()
+        prepare(Path(args.multi30k), data)
+        config = config_from_dict(recipe(data, args.seconds, args.threads))
+        result = train(config, model_dir, quiet=True)
+        log = [line for line in (model_dir / "train_log.jsonl").read_text(encoding="utf-8").splitlines()]
+        import json
+
+        events = [json.loads(line) for line in log]
+        speeds = sorted(e["tgt_tokens_per_s"] for e in events if e.get("event") == "train")[1:]  # first: warm-up
+        median_speed = speeds[len(speeds) // 2] if speeds else 0.0
+        translator = load(model_dir, checkpoint="last")
+        torch.set_num_threads(args.threads)
+        flops = flops_per_target_token(translator, data)
+        sources = (data / "test_2016_flickr.de").read_text(encoding="utf-8").splitlines()
+        references = (data / "test_2016_flickr.en").read_text(encoding="utf-8").splitlines()
+        decoding = {}
+        for beam in (1, 5):
+            started = time.perf_counter()
+            hyps = [t.text for t in translator.translate(sources, beam=beam, batch_size=64, batch_tokens=10**6)]
+            seconds = time.perf_counter() - started
+            scores = corpus_scores(hyps, references, tokenize="none")
+            decoding[f"beam{beam}"] = {"decode_s": round(seconds, 2), "bleu_tok_none": round(scores.bleu, 2),
+                                       "signature": scores.bleu_signature}
+            print(f"beam {beam}: {seconds:.1f} s, BLEU (tokenized, lowercased) {scores.bleu:.2f}", flush=True)
+        sentences_per_s = {}
+        for size in (1, 16, 64):
+            subset = sources[: 200 if size == 1 else 1000]
+            started = time.perf_counter()
+            translator.translate(subset, beam=1, batch_size=size, batch_tokens=10**6)
+            sentences_per_s[f"greedy_batch{size}"] = round(len(subset) / (time.perf_counter() - started), 1)
+        parameters = sum(p.numel() for p in translator.model.parameters())
+    achieved = median_speed * flops / 1e9
+    payload = {
+        "recipe": "rnn-256 of ../shared/peers (see this script's docstring)",
+        "training": {"seconds": args.seconds, "threads": args.threads, "steps": result.state.step,
+                     "epochs": result.state.epoch, "parameters": parameters,
+                     "tgt_tokens_per_s_median": round(median_speed), "path": "float32 (no autocast)"},
+        "flops_per_tgt_token": round(flops),
+        "achieved_gflops": round(achieved, 1),
+        "matmul_peak_gflops": peak,
+        "share_of_float32_peak": round(achieved / peak["float32"], 3),
+        "decoding": decoding,
+        "sentences_per_s": sentences_per_s,
+    }
+    path = write_result("rnn256", payload, args.out)
+    print(json.dumps(payload, indent=1))
+    print(f"-> {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

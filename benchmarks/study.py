@@ -1,0 +1,60 @@
+"""Run `attnmt study CONFIG` and record its numbers, wall time and figures for the docs.
+
+    python benchmarks/study.py studies/synthetic.yaml [--retrain] [--jobs N] [--figures DIR]
+
+Writes benchmarks/results/study_<name>.json: the study's own results.json (every number of the
+report), the wall time of this run, and for each model folder whether this run trained it or
+reused it (a reused model's training time is the one recorded in its own train_log.jsonl). The
+figures are copied to docs/img/chapter_<name>_*.png, the files docs/chapter.md shows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import write_result  # noqa: E402
+
+from attnmt.study import run_study  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("config")
+    parser.add_argument("--retrain", action="store_true", help="train every model again (measures the full study)")
+    parser.add_argument("--jobs", type=int, help="runs at once (default: the study's)")
+    parser.add_argument("--out", help="JSON result path (default benchmarks/results/study_<name>.json)")
+    parser.add_argument("--figures", default=str(ROOT / "docs" / "img"),
+                        help="where to copy the figures as chapter_<name>_*.png ('' to skip)")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    result = run_study(args.config, retrain=args.retrain, jobs=args.jobs, quiet=False,
+                       command=f"attnmt study {args.config}" + (" --retrain" if args.retrain else ""))
+    wall = time.perf_counter() - started
+    numbers = result.summary
+    name = numbers["study"]
+    if args.figures:
+        figures = Path(args.figures)
+        figures.mkdir(parents=True, exist_ok=True)
+        for png in sorted((result.out_dir / "figures").glob("*.png")):
+            shutil.copy(png, figures / f"chapter_{name}_{png.name}")
+    trained = [r["label"] for r in numbers["runs"] if r["action"] == "trained"]
+    path = write_result(f"study_{name}", {
+        "wall_s": round(wall, 1),
+        "trained_this_run": trained,
+        "reused": [r["label"] for r in numbers["runs"] if r["label"] not in trained],
+        "results": json.loads(json.dumps(numbers, default=str)),
+    }, args.out)
+    print(f"wall {wall:.0f} s ({len(trained)} of {len(numbers['runs'])} runs trained now) -> {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,117 @@
+"""Train a config for a bounded time (or take a trained model folder) and record its test scores.
+
+    python benchmarks/translation.py configs/multi30k_de_en_rnnsearch.yaml --max-time 1800 --threads 1
+    python benchmarks/translation.py configs/multi30k_de_en_rnnsearch.yaml --model-dir models/m30k --reuse
+
+Writes benchmarks/results/<config name>.json: how the model was trained (steps, epochs, wall time,
+stop reason, best validation perplexity, from the model folder's train_log.jsonl), then, for greedy
+and each beam size, sacreBLEU BLEU (13a on cased detokenized text, and lowercased), chrF, the
+decoding time and BLEU by source length on the config's test set. With --align-src/--align-tgt/
+--align-gold it also scores the model's attention as word alignments (AER) next to the diagonal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import write_result  # noqa: E402
+
+from attnmt.config import load_config  # noqa: E402
+from attnmt.data.corpus import read_parallel  # noqa: E402
+from attnmt.evaluate import bleu_by_length, corpus_scores  # noqa: E402
+
+
+def training_summary(model_dir: Path) -> dict:
+    """The last training run of a model folder, read from its train_log.jsonl."""
+    summary: dict = {"validations": []}
+    for line in (model_dir / "train_log.jsonl").read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        event = record.get("event")
+        if event == "start" and not record.get("step"):
+            summary.update(parameters=record["parameters"], train_pairs=record["train_pairs"], validations=[])
+        elif event == "valid":
+            summary["validations"].append({k: record[k] for k in ("step", "ppl", "lr", "bleu") if k in record})
+        elif event == "end":
+            summary.update(steps=record["step"], stop_reason=record["reason"], wall_s=round(record["elapsed_s"], 1))
+        elif event == "epoch":
+            summary["epochs"] = record.get("epoch")
+    if summary["validations"]:
+        summary["best_valid_ppl"] = min(v["ppl"] for v in summary["validations"])
+    return summary
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("config")
+    parser.add_argument("--model-dir", help="default models/<config name>")
+    parser.add_argument("--reuse", action="store_true", help="score the trained model in --model-dir, do not train")
+    parser.add_argument("--max-time", type=float, help="training wall-time limit in seconds (train.max_time_s)")
+    parser.add_argument("--threads", type=int, help="torch threads for training (train.threads)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="more config overrides")
+    parser.add_argument("--beams", default="1,5", help="comma-separated beam sizes to evaluate (1 = greedy)")
+    parser.add_argument("--align-src"), parser.add_argument("--align-tgt"), parser.add_argument("--align-gold")
+    parser.add_argument("--out", help="JSON result path (default benchmarks/results/<config name>.json)")
+    args = parser.parse_args()
+
+    overrides = list(args.set)
+    if args.max_time:
+        overrides.append(f"train.max_time_s={args.max_time}")
+    if args.threads:
+        overrides.append(f"train.threads={args.threads}")
+    config = load_config(args.config, overrides)
+    model_dir = Path(args.model_dir or Path("models") / config.name)
+    if not args.reuse:
+        from attnmt.train import train
+
+        train(config, model_dir, overwrite=True, quiet=True)
+
+    from attnmt.translator import load
+
+    translator = load(model_dir)
+    # A config with one corpus file holds its test pairs out into the model folder (data.test_size).
+    test_src = config.data.test_src or str(model_dir / "test.src")
+    test_tgt = config.data.test_tgt or str(model_dir / "test.tgt")
+    evaluations = {}
+    pairs = read_parallel(test_src, test_tgt)
+    sources, references = [src for src, _ in pairs], [ref for _, ref in pairs]
+    for beam in (int(b) for b in args.beams.split(",")):
+        started = time.perf_counter()
+        translations = translator.translate(sources, beam=beam)
+        seconds = time.perf_counter() - started
+        hypotheses = [t.text for t in translations]
+        cased = corpus_scores(hypotheses, references)
+        lower = corpus_scores(hypotheses, references, lowercase=True)
+        buckets = bleu_by_length([max(len(t.src_tokens), 1) for t in translations], hypotheses, references)
+        evaluations[f"beam{beam}"] = {
+            "bleu": round(cased.bleu, 2), "bleu_signature": cased.bleu_signature,
+            "bleu_lowercased": round(lower.bleu, 2), "bleu_lowercased_signature": lower.bleu_signature,
+            "chrf": round(cased.chrf, 2), "decode_s": round(seconds, 2), "sentences": len(pairs),
+            "by_length": [{"lengths": b.label, "n": b.n, "bleu": round(b.bleu, 2)} for b in buckets],
+        }
+        print(f"{config.name} beam {beam}: BLEU {cased.bleu:.2f} (lowercased {lower.bleu:.2f}), "
+              f"chrF {cased.chrf:.2f}, decoding {seconds:.1f} s", flush=True)
+    result = {"config": args.config, "overrides": overrides, "model_dir": str(model_dir),
+              "test": {"src": test_src, "ref": test_tgt},
+              "training": training_summary(model_dir), "evaluation": evaluations}
+    if args.align_gold:
+        from dataclasses import asdict
+
+        from attnmt.align import align_files
+
+        started = time.perf_counter()
+        aligned = align_files(model_dir, args.align_src, args.align_tgt, gold_path=args.align_gold, baseline=True)
+        result["alignment"] = {"gold": args.align_gold, "seconds": round(time.perf_counter() - started, 1),
+                               **{method: asdict(scores) for method, scores in aligned.scores.items()}}
+        print("alignment AER: " + ", ".join(f"{m} {s.aer:.3f}" for m, s in aligned.scores.items()))
+    path = write_result(config.name, result, args.out)
+    print(f"-> {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
