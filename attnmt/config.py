@@ -90,7 +90,8 @@ class ModelConfig:
     type: Literal["seq2seq", "rnnsearch", "transformer"] = "rnnsearch"
     cell: Literal["lstm", "gru"] = "lstm"
     emb_size: int = 256
-    hidden_size: int = 256  # per direction for the encoder of rnnsearch
+    hidden_size: int = 256  # decoder state; also the encoder's, per direction, unless enc_hidden_size is set
+    enc_hidden_size: Optional[int] = None  # rnnsearch: encoder size per direction (OpenNMT's brnn halves hidden_size)
     enc_layers: int = 1
     dec_layers: int = 1
     dropout: float = 0.2
@@ -109,6 +110,8 @@ class ModelConfig:
         for name in ("emb_size", "hidden_size", "enc_layers", "dec_layers", "d_model", "n_heads", "ff_size"):
             _check_range(f"model.{name}", getattr(self, name), 1, None)
         _check_range("model.dropout", self.dropout, 0.0, 0.99)
+        if self.enc_hidden_size is not None:
+            _check_range("model.enc_hidden_size", self.enc_hidden_size, 1, None)
         if self.d_model % self.n_heads:
             raise UserError(
                 f"config: model.d_model={self.d_model} is not divisible by model.n_heads={self.n_heads}; "

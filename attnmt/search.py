@@ -95,12 +95,18 @@ def _eval_mode(model: Any) -> Iterator[None]:
 
 
 def _prepare_log_probs(log_probs: Tensor, at_max_len: Tensor) -> Tensor:
-    """Float32 log probs with PAD/BOS banned and only EOS allowed on rows that are at max length."""
+    """Float32 log probs with PAD/BOS banned and only EOS allowed on rows that are at max length.
+
+    Changes the columns and rows concerned in place (the model's fresh output is not used
+    elsewhere): building a full [N, V] mask at every step cost more than the rest of the bookkeeping.
+    """
     log_probs = log_probs.float()
-    vocab = torch.arange(log_probs.size(1), device=log_probs.device)
-    banned = ((vocab == PAD_ID) | (vocab == BOS_ID)).unsqueeze(0)  # [1, V]
-    banned = banned | (at_max_len.unsqueeze(1) & (vocab != EOS_ID).unsqueeze(0))  # [N, V]
-    return log_probs.masked_fill(banned, float("-inf"))
+    log_probs[:, [PAD_ID, BOS_ID]] = float("-inf")
+    if bool(at_max_len.any()):
+        eos = log_probs[at_max_len, EOS_ID]
+        log_probs[at_max_len] = float("-inf")
+        log_probs[at_max_len, EOS_ID] = eos
+    return log_probs
 
 
 def _make_hypothesis(tokens: list[int], log_prob: float, attention: Tensor | None, src_len: int,

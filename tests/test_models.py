@@ -20,6 +20,7 @@ VARIANTS = [
     dict(type="rnnsearch", attention="luong_dot"),
     dict(type="rnnsearch", attention="luong_general", input_feeding=True),
     dict(type="rnnsearch", attention="luong_concat", attn_size=12),
+    dict(type="rnnsearch", enc_hidden_size=8),  # OpenNMT's brnn: half the decoder's size per direction
 ]
 
 
@@ -82,3 +83,11 @@ def test_bad_model_configs_are_user_errors():
         build_model(ModelConfig(type="seq2seq", enc_layers=2, dec_layers=1), 10, 10)
     with pytest.raises(UserError, match="input_feeding"):
         build_model(ModelConfig(type="rnnsearch", input_feeding=True), 10, 10)
+
+
+def test_enc_hidden_size_sets_the_annotation_width_of_rnnsearch_only():
+    model = make(type="rnnsearch", enc_hidden_size=8)
+    enc = model.encode(SRC, SRC_LEN)
+    assert enc["h"].shape == (2, 5, 16)  # [->h_j; <-h_j], 8 each
+    with pytest.raises(UserError, match="enc_hidden_size applies to rnnsearch"):
+        make(type="seq2seq", enc_hidden_size=8)

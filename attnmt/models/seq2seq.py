@@ -95,8 +95,9 @@ class RNNSearch(EncoderDecoder):
 
     def __init__(self, src_vocab_size, tgt_vocab_size, emb_size, hidden_size, enc_layers, dec_layers,
                  cell="lstm", dropout=0.0, attention="bahdanau", attn_size=None, input_feeding=False,
-                 tie_embeddings=False):
-        encoder = RNNEncoder(src_vocab_size, emb_size, hidden_size, enc_layers, cell, True, dropout)
+                 tie_embeddings=False, enc_hidden_size=None):
+        # The annotations h_j = [->h_j; <-h_j] are 2 * enc_hidden_size wide; the decoder state need not match.
+        encoder = RNNEncoder(src_vocab_size, emb_size, enc_hidden_size or hidden_size, enc_layers, cell, True, dropout)
         enc_size = encoder.output_size
         attn_size = attn_size or hidden_size
         if attention == "bahdanau":
