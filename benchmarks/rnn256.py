@@ -52,7 +52,7 @@ def prepare(multi30k: Path, out: Path) -> None:
             (out / f"{split}.{lang}").write_text("\n".join(peer_tokenize(x) for x in lines) + "\n", encoding="utf-8")
 
 
-def recipe(data: Path, seconds: float, threads: int, enc_hidden: int) -> dict:
+def recipe(data: Path, seconds: float, threads: int, enc_hidden: int, model: dict) -> dict:
     return {
         "name": "rnn256",
         "data": {"train_src": str(data / "train.de"), "train_tgt": str(data / "train.en"),
@@ -60,7 +60,7 @@ def recipe(data: Path, seconds: float, threads: int, enc_hidden: int) -> dict:
                  "src_lang": "de", "tgt_lang": "en", "tokenizer": "word", "max_vocab": 10000, "min_freq": 2,
                  "max_len": 100},
         "model": {"type": "rnnsearch", "cell": "lstm", "emb_size": 256, "hidden_size": 256,
-                  "enc_hidden_size": enc_hidden, "dropout": 0.2},
+                  "enc_hidden_size": enc_hidden, "dropout": 0.2, **model},
         "train": {"seed": 1, "batch_size": 64, "lr": 1e-3, "scheduler": "none", "clip_grad_norm": 5.0,
                   "label_smoothing": 0.0, "max_time_s": seconds, "max_steps": 10**6, "valid_every": 250,
                   "valid_bleu_sample": 0, "early_stopping_patience": 10**6, "threads": threads,
@@ -107,8 +107,13 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--enc-hidden", type=int, default=128,
                         help="encoder LSTM size per direction (128: OpenNMT-py's brnn with hidden_size 256)")
+    parser.add_argument("--model", action="append", default=[], metavar="KEY=VALUE",
+                        help="a model setting to change, e.g. attention=luong_concat (YAML value)")
     parser.add_argument("--out", help="JSON result path (default benchmarks/results/rnn256.json)")
     args = parser.parse_args()
+    import yaml
+
+    model = {key: yaml.safe_load(value) for key, value in (item.split("=", 1) for item in args.model)}
     torch.set_num_threads(args.threads)
     peak = {"float32": round(matmul_rate(torch.float32), 1), "bfloat16": round(matmul_rate(torch.bfloat16), 1)}
     print(f"matrix products, {args.threads} threads: {peak} GFLOP/s", flush=True)
@@ -120,7 +125,7 @@ def main() -> int:
         data, model_dir = Path(tmp) / "data", Path(tmp) / "model"
         data.mkdir()
         prepare(Path(args.multi30k), data)
-        config = config_from_dict(recipe(data, args.seconds, args.threads, args.enc_hidden))
+        config = config_from_dict(recipe(data, args.seconds, args.threads, args.enc_hidden, model))
         result = train(config, model_dir, quiet=True)
         log = [line for line in (model_dir / "train_log.jsonl").read_text(encoding="utf-8").splitlines()]
         import json
@@ -152,7 +157,7 @@ def main() -> int:
     achieved = median_speed * flops / 1e9
     payload = {
         "recipe": "rnn-256 of ../shared/peers (see this script's docstring)",
-        "model": {"enc_hidden_size_per_direction": args.enc_hidden, "hidden_size": 256, "emb_size": 256},
+        "model": {"enc_hidden_size_per_direction": args.enc_hidden, "hidden_size": 256, "emb_size": 256, **model},
         "training": {"seconds": args.seconds, "threads": args.threads, "steps": result.state.step,
                      "epochs": result.state.epoch, "parameters": parameters,
                      "tgt_tokens_per_s_median": round(median_speed), "path": "float32 (no autocast)"},
