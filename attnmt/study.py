@@ -42,9 +42,11 @@ import sys
 import time
 import types
 import typing
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from itertools import cycle
 from pathlib import Path
-from typing import Any, Iterable, Literal, Optional
+from typing import Any, Iterable, Iterator, Literal, Optional
 
 import numpy as np
 import yaml
@@ -857,22 +859,36 @@ def diagonal_baselines(study: Study, data: StudyData) -> dict[str, dict]:
 # ================================================================ figures
 
 
-def plot_bleu_by_length_seeds(models: dict[str, dict], path: Path, title: str) -> Path:
-    """Bahdanau et al. (2014), Figure 2, with seeds: per model the seed mean (line, markers) with its
-    bootstrap interval (error bars) and each seed on its own (thin lines)."""
-    from itertools import cycle
-
+@contextmanager
+def _line_figure(path: Path, height: float, title: str, xlabel: str, ylabel: str) -> Iterator[Any]:
+    """A study line plot in the house fonts: yields the axes to draw on, then labels and saves it."""
     import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     from attnmt.viz.heatmap import font_families
-    from attnmt.viz.length import LINESTYLES, MARKERS
 
     with matplotlib.rc_context({"font.family": font_families()}):
-        fig = Figure(figsize=(6.8, 4.4))
+        fig = Figure(figsize=(6.8, height))
         FigureCanvasAgg(fig)
         ax = fig.add_subplot()
+        yield ax
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        ax.set_title(title, fontsize=10)
+        fig.tight_layout()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=120)
+
+
+def plot_bleu_by_length_seeds(models: dict[str, dict], path: Path, title: str) -> Path:
+    """Bahdanau et al. (2014), Figure 2, with seeds: per model the seed mean (line, markers) with its
+    bootstrap interval (error bars) and each seed on its own (thin lines)."""
+    from attnmt.viz.length import LINESTYLES, MARKERS
+
+    with _line_figure(path, 4.4, title, "Source sentence length (words)", "BLEU") as ax:
         for (name, m), marker, style, color in zip(models.items(), cycle(MARKERS), cycle(LINESTYLES),
                                                    cycle(f"C{k}" for k in range(10))):
             rows = m["buckets"]
@@ -885,47 +901,22 @@ def plot_bleu_by_length_seeds(models: dict[str, dict], path: Path, title: str) -
                         [max(0.0, r["ci_high"] - r["mean"]) for r in rows]]
             ax.errorbar(xs, [r["mean"] for r in rows], yerr=yerr, marker=marker, linestyle=style, color=color,
                         capsize=3, label=f"{name} ({len(m['seeds'])} seeds)")
-        ax.set_xlabel("Source sentence length (words)")
-        ax.set_ylabel("BLEU")
         ax.set_ylim(bottom=0)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-        ax.set_title(title, fontsize=10)
-        fig.tight_layout()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=120)
     return path
 
 
 def plot_accuracy_by_position(models: dict[str, dict], path: Path, title: str) -> Path:
     """Next-token accuracy (teacher forcing) against target position, seed mean and range per model."""
-    from itertools import cycle
-
-    import matplotlib
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    from attnmt.viz.heatmap import font_families
     from attnmt.viz.length import MARKERS
 
-    with matplotlib.rc_context({"font.family": font_families()}):
-        fig = Figure(figsize=(6.8, 4.0))
-        FigureCanvasAgg(fig)
-        ax = fig.add_subplot()
+    with _line_figure(path, 4.0, title, "Target position (tokens of the model's target tokenizer)",
+                      "Next-token accuracy, teacher forcing (%)") as ax:
         for (name, m), marker, color in zip(models.items(), cycle(MARKERS), cycle(f"C{k}" for k in range(10))):
             rows = m["accuracy_by_position"]
             xs = [(r["lo"] + r["hi"] - 1) / 2 for r in rows]
             ax.fill_between(xs, [100 * r["min"] for r in rows], [100 * r["max"] for r in rows], color=color, alpha=0.15)
             ax.plot(xs, [100 * r["mean"] for r in rows], marker=marker, color=color, label=name)
-        ax.set_xlabel("Target position (tokens of the model's target tokenizer)")
-        ax.set_ylabel("Next-token accuracy, teacher forcing (%)")
         ax.set_ylim(0, 100)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-        ax.set_title(title, fontsize=10)
-        fig.tight_layout()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=120)
     return path
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import json
 import re
 import sys
 import tempfile
@@ -127,10 +128,7 @@ def main() -> int:
         prepare(Path(args.multi30k), data)
         config = config_from_dict(recipe(data, args.seconds, args.threads, args.enc_hidden, model))
         result = train(config, model_dir, quiet=True)
-        log = [line for line in (model_dir / "train_log.jsonl").read_text(encoding="utf-8").splitlines()]
-        import json
-
-        events = [json.loads(line) for line in log]
+        events = [json.loads(line) for line in (model_dir / "train_log.jsonl").read_text(encoding="utf-8").splitlines()]
         speeds = sorted(e["tgt_tokens_per_s"] for e in events if e.get("event") == "train")[1:]  # first: warm-up
         median_speed = speeds[len(speeds) // 2] if speeds else 0.0
         translator = load(model_dir, checkpoint="last")

@@ -44,7 +44,8 @@ def gadgets(marker: Path) -> dict[str, Gadget]:
         "builtins.eval": Gadget(builtins.eval, f"open({str(marker)!r}, 'w')"),
         "subprocess.call": Gadget(subprocess.call, ["touch", str(marker)]),
         "functools.partial": Gadget(functools.partial(os.system, touch)),
-        "torch.load(weights_only=False)": Gadget(functools.partial(torch.load, weights_only=False), str(marker)),
+        # a payload that unpickles a second payload: nested deserialization must be refused as well
+        "pickle.loads": Gadget(pickle.loads, pickle.dumps(Gadget(os.system, touch))),
     }
 
 

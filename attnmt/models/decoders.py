@@ -83,7 +83,7 @@ class _AttentionDecoderBase(nn.Module):
                   known: tuple[Tensor, Tensor] | None):
         """The RNN update on input [E y_{i-1}; rest], with E y_{i-1}'s gates precomputed when known."""
         if known is not None:
-            return self.rnn.step(rest if rest is not None else emb_prev[:, :0], state, *known)
+            return self.rnn.step(rest, state, *known)
         return self.rnn.step(emb_prev if rest is None else torch.cat([emb_prev, rest], dim=-1), state)
 
 

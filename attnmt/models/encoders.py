@@ -67,12 +67,12 @@ class StackedRNN(nn.Module):
         k = known.size(-1)
         return F.linear(known, w_ih[:, :k], self.rnn.bias_ih_l0), w_ih[:, k:]
 
-    def step(self, x: Tensor, state: dict[str, Tensor], known_gates: Tensor | None = None,
+    def step(self, x: Tensor | None, state: dict[str, Tensor], known_gates: Tensor | None = None,
              w_rest: Tensor | None = None) -> tuple[Tensor, dict[str, Tensor]]:
         """One time step: x [B,D] -> top output [B,H].
 
         With ``known_gates`` and ``w_rest`` from :meth:`input_projection`, x holds only the input
-        features that were not known in advance. The cell equations are written out with the fused
+        features that were not known in advance (None when there are none). The cell equations are written out with the fused
         RNN's own weights: for a single step on a CPU this is several times faster than calling the
         fused RNN with a length-1 sequence.
         """
@@ -82,7 +82,7 @@ class StackedRNN(nn.Module):
                                       for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"))
             h = state[f"h{layer}"]
             if layer == 0 and known_gates is not None:
-                gates_x = known_gates + F.linear(x, w_rest) if x.size(-1) else known_gates
+                gates_x = known_gates if x is None else known_gates + F.linear(x, w_rest)
             else:
                 gates_x = F.linear(x, w_ih, b_ih)
             if self.is_lstm:
