@@ -148,6 +148,11 @@ class TrainConfig:
     log_every: int = 50
     threads: Optional[int] = None  # torch intra-op threads (default: physical cores)
     device: str = "cpu"
+    # Arithmetic of the forward pass and loss. bf16: bfloat16 autocast, float32 master weights and
+    # optimizer state. auto: bf16 where the device does it natively (CUDA with bf16, or a CPU with AMX or
+    # AVX-512-BF16), else fp32. bf16 on a CPU without either is refused (emulated, it is hundreds of times
+    # slower than fp32).
+    precision: Literal["fp32", "bf16", "auto"] = "fp32"
     nan_policy: Literal["skip", "stop"] = "stop"  # on a NaN / infinite loss
     progress: bool = True  # show a progress bar
     tensorboard: bool = True

@@ -61,6 +61,21 @@ def set_threads(threads: int | None) -> None:
     torch.set_num_threads(max(1, n))
 
 
+def native_bf16(device: torch.device) -> bool:
+    """Whether `device` does bfloat16 arithmetic in hardware (CUDA with bf16; a CPU with AMX or AVX-512-BF16)."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    return any(getattr(torch.cpu, name, lambda: False)() for name in ("_is_amx_tile_supported",
+                                                                      "_is_avx512_bf16_supported"))
+
+
+def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
+    """The dtype the forward pass is autocast to under `train.precision`, or None for float32."""
+    if precision == "bf16" or (precision == "auto" and native_bf16(device)):
+        return torch.bfloat16
+    return None
+
+
 def prepare_model_dir(model_dir: Path, overwrite: bool, resume: bool) -> None:
     if resume:
         if not (model_dir / "checkpoints" / "last.pt").is_file():
@@ -260,6 +275,11 @@ def train(config: Config, model_dir: str | Path, resume: bool = False, overwrite
     t = config.train
     world = init_world(t.device)
     try:
+        device = torch.device(f"cuda:{world.local_rank}" if t.device == "cuda" and world.distributed else t.device)
+        if autocast_dtype(t.precision, device) is not None and not native_bf16(device):
+            # Emulated bfloat16 is hundreds of times slower, and oneDNN has no bfloat16 LSTM without it.
+            raise UserError(f"train.precision=bf16: {device} has no bfloat16 hardware (a CPU needs AMX or "
+                            "AVX-512-BF16); use train.precision=fp32, or auto to pick bf16 only where it is native")
         if world.is_main:
             prepare_model_dir(model_dir, overwrite, resume)
             if not resume:  # a resumed run rewrites it once its checkpoint has been checked against it
@@ -267,7 +287,6 @@ def train(config: Config, model_dir: str | Path, resume: bool = False, overwrite
         world.barrier()
         torch.manual_seed(t.seed)
         set_threads(t.threads)
-        device = torch.device(f"cuda:{world.local_rank}" if t.device == "cuda" and world.distributed else t.device)
         log = RunLog(model_dir, t.tensorboard and not quiet, enabled=world.is_main)
         try:
             return _train(config, model_dir, resume, quiet or not world.is_main, device, log, world)
@@ -311,8 +330,10 @@ def _train(config: Config, model_dir: Path, resume: bool, quiet: bool, device: t
         if world.is_main:
             save_config(config, model_dir / "config.yaml")
         log.event("resume", step=state.step, epoch=state.epoch)
+    amp = autocast_dtype(t.precision, device)
     n_params = sum(p.numel() for p in model.parameters())
     log.event("start", step=state.step, model=config.model.type, parameters=n_params, train_pairs=len(train_data),
+              device=str(device), precision="bf16 autocast" if amp is not None else "fp32",
               config=config_to_dict(config))
 
     def save(name: str) -> None:
@@ -382,8 +403,9 @@ def _train(config: Config, model_dir: Path, resume: bool, quiet: bool, device: t
             n_steps = len(batches) // world.size
             for k in range(state.batch_in_epoch // world.size, n_steps):
                 batch = batch_of(train_data, batches[k * world.size + world.rank], device)
-                logits, _ = trained(batch.src, batch.src_len, batch.tgt_in)
-                loss_sum = nll_loss(logits, batch.tgt_out, t.label_smoothing)
+                with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
+                    logits, _ = trained(batch.src, batch.src_len, batch.tgt_in)
+                    loss_sum = nll_loss(logits, batch.tgt_out, t.label_smoothing)
                 step_tokens = world.sum(batch.n_tgt_tokens)
                 loss = loss_sum * world.size / step_tokens
                 state.batch_in_epoch += world.size

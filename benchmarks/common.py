@@ -23,8 +23,14 @@ def machine_info() -> dict:
                 break
     except OSError:
         pass
+    gpu = None
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        gpu = {"name": props.name, "memory_gib": round(props.total_memory / 2**30, 1), "cuda": torch.version.cuda,
+               "cudnn": torch.backends.cudnn.version()}
     return {
         "cpu": cpu,
+        "gpu": gpu,
         "cores_available": len(os.sched_getaffinity(0)),
         "torch_threads": torch.get_num_threads(),
         "platform": platform.platform(),

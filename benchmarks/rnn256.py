@@ -1,6 +1,7 @@
 """The "rnn-256" recipe of the peer comparison (issue 5), run with attnmt on Multi30k de->en.
 
     python benchmarks/rnn256.py [--multi30k ../shared/data/multi30k] [--seconds 240] [--threads 2]
+    python benchmarks/rnn256.py --device cuda --precision bf16 --out benchmarks/results/rnn256_cuda_bf16.json
 
 The recipe of ../shared/peers (OpenNMT-py, fairseq, JoeyNMT): text lowercased with punctuation split
 off, word vocabularies of at most 10,000 per side (min frequency 2), a 1-layer bidirectional LSTM
@@ -11,7 +12,7 @@ test_2016_flickr decoded greedily and with beam 5, batches of 64, at most 80 out
 the lowercased tokenized references (sacreBLEU tokenize=none: tokenized BLEU, as the peers report).
 
 Also measured in the same run, so that the throughput can be read against the machine:
-* the machine's float32 and bfloat16 matrix-product rate (2048^3, the training thread count);
+* the device's float32 and bfloat16 matrix-product rate (2048^3 on the training thread count; 8192^3 on a GPU);
 * the model's FLOPs per target token of one training step (forward + backward, counted by
   torch.utils.flop_counter on a real batch), hence the achieved FLOP/s and its share of the peak;
 * decoding speed in sentences/s for batches of 1, 16 and 64 sentences.
@@ -53,7 +54,8 @@ def prepare(multi30k: Path, out: Path) -> None:
             (out / f"{split}.{lang}").write_text("\n".join(peer_tokenize(x) for x in lines) + "\n", encoding="utf-8")
 
 
-def recipe(data: Path, seconds: float, threads: int, enc_hidden: int, model: dict) -> dict:
+def recipe(data: Path, seconds: float, threads: int, enc_hidden: int, model: dict, device: str = "cpu",
+           precision: str = "fp32") -> dict:
     return {
         "name": "rnn256",
         "data": {"train_src": str(data / "train.de"), "train_tgt": str(data / "train.en"),
@@ -65,19 +67,25 @@ def recipe(data: Path, seconds: float, threads: int, enc_hidden: int, model: dic
         "train": {"seed": 1, "batch_size": 64, "lr": 1e-3, "scheduler": "none", "clip_grad_norm": 5.0,
                   "label_smoothing": 0.0, "max_time_s": seconds, "max_steps": 10**6, "valid_every": 250,
                   "valid_bleu_sample": 0, "early_stopping_patience": 10**6, "threads": threads,
-                  "tensorboard": False, "progress": False},
+                  "tensorboard": False, "progress": False, "device": device, "precision": precision},
         "decode": {"beam": 5, "max_len_cap": 80, "batch_size": 64},
     }
 
 
-def matmul_rate(dtype: torch.dtype, n: int = 2048, seconds: float = 2.0) -> float:
-    """GFLOP/s of an n x n x n matrix product in ``dtype`` on the current thread count."""
-    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+def matmul_rate(dtype: torch.dtype, device: str = "cpu", seconds: float = 2.0) -> float:
+    """GFLOP/s of an n x n x n matrix product in ``dtype`` (n = 2048 on a CPU, 8192 on a GPU)."""
+    n = 8192 if device == "cuda" else 2048
+    a, b = torch.randn(n, n, dtype=dtype, device=device), torch.randn(n, n, dtype=dtype, device=device)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     a @ b
+    sync()
     count, started = 0, time.perf_counter()
     while time.perf_counter() - started < seconds:
         a @ b
         count += 1
+        if count % 10 == 0:
+            sync()
+    sync()
     return 2 * n**3 * count / (time.perf_counter() - started) / 1e9
 
 
@@ -91,7 +99,7 @@ def flops_per_target_token(translator, data: Path) -> float:
     src = (data / "train.de").read_text(encoding="utf-8").splitlines()[:64]
     tgt = (data / "train.en").read_text(encoding="utf-8").splitlines()[:64]
     examples = [(translator.src.ids(s), translator.tgt.ids(t)) for s, t in zip(src, tgt)]
-    batch = collate(examples, list(range(len(examples))))
+    batch = collate(examples, list(range(len(examples)))).to(translator.device)
     model = translator.model.train()
     with FlopCounterMode(display=False) as counter:
         logits, _ = model(batch.src, batch.src_len, batch.tgt_in)
@@ -110,14 +118,17 @@ def main() -> int:
                         help="encoder LSTM size per direction (128: OpenNMT-py's brnn with hidden_size 256)")
     parser.add_argument("--model", action="append", default=[], metavar="KEY=VALUE",
                         help="a model setting to change, e.g. attention=luong_concat (YAML value)")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "auto"], help="train.precision")
     parser.add_argument("--out", help="JSON result path (default benchmarks/results/rnn256.json)")
     args = parser.parse_args()
     import yaml
 
     model = {key: yaml.safe_load(value) for key, value in (item.split("=", 1) for item in args.model)}
     torch.set_num_threads(args.threads)
-    peak = {"float32": round(matmul_rate(torch.float32), 1), "bfloat16": round(matmul_rate(torch.bfloat16), 1)}
-    print(f"matrix products, {args.threads} threads: {peak} GFLOP/s", flush=True)
+    peak = {name: round(matmul_rate(dtype, args.device), 1)
+            for name, dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16))}
+    print(f"matrix products on {args.device} ({args.threads} CPU threads): {peak} GFLOP/s", flush=True)
 
     from attnmt.train import train
     from attnmt.translator import load
@@ -126,12 +137,14 @@ def main() -> int:
         data, model_dir = Path(tmp) / "data", Path(tmp) / "model"
         data.mkdir()
         prepare(Path(args.multi30k), data)
-        config = config_from_dict(recipe(data, args.seconds, args.threads, args.enc_hidden, model))
+        config = config_from_dict(recipe(data, args.seconds, args.threads, args.enc_hidden, model, args.device,
+                                         args.precision))
         result = train(config, model_dir, quiet=True)
         events = [json.loads(line) for line in (model_dir / "train_log.jsonl").read_text(encoding="utf-8").splitlines()]
         speeds = sorted(e["tgt_tokens_per_s"] for e in events if e.get("event") == "train")[1:]  # first: warm-up
         median_speed = speeds[len(speeds) // 2] if speeds else 0.0
-        translator = load(model_dir, checkpoint="last")
+        path = next(e["precision"] for e in events if e.get("event") == "start")
+        translator = load(model_dir, checkpoint="last", device=args.device)
         torch.set_num_threads(args.threads)
         flops = flops_per_target_token(translator, data)
         sources = (data / "test_2016_flickr.de").read_text(encoding="utf-8").splitlines()
@@ -158,11 +171,12 @@ def main() -> int:
         "model": {"enc_hidden_size_per_direction": args.enc_hidden, "hidden_size": 256, "emb_size": 256, **model},
         "training": {"seconds": args.seconds, "threads": args.threads, "steps": result.state.step,
                      "epochs": result.state.epoch, "parameters": parameters,
-                     "tgt_tokens_per_s_median": round(median_speed), "path": "float32 (no autocast)"},
+                     "tgt_tokens_per_s_median": round(median_speed), "device": args.device, "path": path},
         "flops_per_tgt_token": round(flops),
         "achieved_gflops": round(achieved, 1),
         "matmul_peak_gflops": peak,
         "share_of_float32_peak": round(achieved / peak["float32"], 3),
+        "share_of_bfloat16_peak": round(achieved / peak["bfloat16"], 4),
         "decoding": decoding,
         "sentences_per_s": sentences_per_s,
     }
