@@ -46,7 +46,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import cycle
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Literal, Optional
+from typing import Any, Iterator, Literal, Optional
 
 import numpy as np
 import yaml
@@ -595,18 +595,11 @@ def _first_difference(a: dict, b: dict, prefix: str = "") -> str:
 
 def _train_log_summary(model_dir: Path) -> dict:
     """Steps, time and stop reason of a model folder's last training run."""
-    log = model_dir / "train_log.jsonl"
-    if not log.is_file():
-        return {}
-    summary: dict = {}
-    for line in log.read_text(encoding="utf-8").splitlines():
-        record = json.loads(line)
-        if record.get("event") == "start":
-            summary["parameters"] = record.get("parameters")
-        if record.get("event") == "end":
-            summary.update(steps=record.get("step"), train_seconds=record.get("elapsed_s"),
-                           stop_reason=record.get("reason"))
-    return summary
+    from attnmt.train import training_summary
+
+    summary = training_summary(model_dir)
+    return {"parameters": summary.get("parameters"), "steps": summary.get("steps"),
+            "train_seconds": summary.get("wall_s"), "stop_reason": summary.get("stop_reason")}
 
 
 def _eval_key(run: Run, data: StudyData, study: Study) -> str:
@@ -958,46 +951,13 @@ def draw_heatmaps(study: Study, data: StudyData, runs: list[Run], figures: Path)
         path = figures / f"attention_{k + 1}.png"
         title = f"{run.label}: test sentence {i} ({len(m.src_words)} source words)"
         item = {"file": path.name, "sentence": i, "source_words": len(m.src_words), "model": run.label}
-        if data.test_gold is not None:
-            plot_attention_with_gold(m.weights, m.src_words, m.tgt_words, data.test_gold[i].sure, path, title)
-            item["aer"] = score_alignments([argmax_links(m.weights)], [data.test_gold[i]]).aer
-        else:
-            plot_attention(m.weights, m.src_words, m.tgt_words, path, title=title, dpi=110)
+        gold = None if data.test_gold is None else data.test_gold[i]
+        plot_attention(m.weights, m.src_words, m.tgt_words, path, dpi=110, marks=None if gold is None else gold.sure,
+                       title=title if gold is None else title + " — red circles: gold links")
+        if gold is not None:
+            item["aer"] = score_alignments([argmax_links(m.weights)], [gold]).aer
         shown.append(item)
     return shown
-
-
-def plot_attention_with_gold(weights: np.ndarray, src_words: list[str], tgt_words: list[str], gold: Iterable,
-                             path: Path, title: str) -> Path:
-    """A heatmap like attnmt.viz.heatmap.plot_attention (white = weight 1) with the gold links
-    circled in red, so that where attention and alignment part ways can be seen."""
-    import matplotlib
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    from attnmt.viz.heatmap import font_families
-
-    n_tgt, n_src = weights.shape
-    cell = float(np.clip(9.0 / max(n_src, n_tgt), 0.16, 0.4))  # inches; as plot_attention sizes its cells
-    fontsize = float(np.clip(cell * 72 * 0.6, 6, 11))
-    label = 0.15 + 0.62 * max(len(w) for w in src_words + tgt_words) * fontsize / 72
-    with matplotlib.rc_context({"font.family": font_families(), "font.size": fontsize}):
-        fig = Figure(figsize=(label + n_src * cell + 0.4, label + n_tgt * cell + 0.6))
-        FigureCanvasAgg(fig)
-        ax = fig.add_subplot()
-        ax.imshow(weights, cmap="gray", vmin=0.0, vmax=1.0, aspect="equal", interpolation="nearest")
-        links = sorted(gold)
-        ax.scatter([i for i, _ in links], [j for _, j in links], s=(cell * 72 * 0.8) ** 2, facecolors="none",
-                   edgecolors="red", linewidths=0.8, label="gold link")
-        ax.xaxis.tick_top()
-        ax.set_xticks(range(n_src), [w.replace("$", r"\$") for w in src_words], rotation=90)
-        ax.set_yticks(range(n_tgt), [w.replace("$", r"\$") for w in tgt_words])
-        ax.tick_params(length=0)
-        ax.set_title(title + " — red circles: gold links", fontsize=fontsize + 1)
-        fig.tight_layout()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=110)
-    return path
 
 
 def _attention_model(run: Run) -> bool:

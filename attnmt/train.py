@@ -171,6 +171,33 @@ def validation_loss(model: nn.Module, data: ParallelData, config: Config, device
     return total / max(tokens, 1)
 
 
+def training_summary(model_dir: str | Path) -> dict:
+    """What a model folder's train_log.jsonl says of its last training run (resumed parts included).
+
+    Keys, where logged: parameters, train_pairs, device, precision, validations (step, ppl, lr, bleu),
+    best_valid_ppl, epochs, steps, stop_reason, wall_s. Empty if the folder has no log.
+    """
+    log = Path(model_dir) / "train_log.jsonl"
+    if not log.is_file():
+        return {}
+    summary: dict = {"validations": []}
+    for line in log.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        event = record.get("event")
+        if event == "start" and not record.get("step"):  # a fresh run (a resumed one starts at its step)
+            summary = {"validations": [], **{k: record[k] for k in ("parameters", "train_pairs", "device",
+                                                                        "precision") if k in record}}
+        elif event == "valid":
+            summary["validations"].append({k: record[k] for k in ("step", "ppl", "lr", "bleu") if k in record})
+        elif event == "end":
+            summary.update(steps=record["step"], stop_reason=record["reason"], wall_s=round(record["elapsed_s"], 1))
+            if "epoch" in record:
+                summary["epochs"] = record["epoch"]
+    if summary["validations"]:
+        summary["best_valid_ppl"] = min(v["ppl"] for v in summary["validations"])
+    return summary
+
+
 class RunLog:
     """The machine-readable log (JSON lines), TensorBoard scalars, and nothing global."""
 
@@ -472,5 +499,5 @@ def _train(config: Config, model_dir: Path, resume: bool, quiet: bool, device: t
             history.append({"step": state.step, **validate()})
     if progress is not None:
         progress.close()
-    log.event("end", step=state.step, reason=state.stop_reason, elapsed_s=state.elapsed_s)
+    log.event("end", step=state.step, epoch=state.epoch, reason=state.stop_reason, elapsed_s=state.elapsed_s)
     return TrainResult(model_dir, state, history)

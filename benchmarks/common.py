@@ -5,11 +5,18 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import sys
 import time
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
+PUNCT = re.compile(r"([^\w\s])", re.UNICODE)
+
+
+def tokenize_lowercase(line: str) -> str:
+    """The peers' and Multi30k papers' text: lowercased, every symbol that is not a letter or digit split off."""
+    return " ".join(PUNCT.sub(r" \1 ", line.strip().lower()).split())
 
 
 def machine_info() -> dict:

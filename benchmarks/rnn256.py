@@ -24,14 +24,13 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import re
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import write_result  # noqa: E402
+from common import tokenize_lowercase, write_result  # noqa: E402
 
 import torch  # noqa: E402
 
@@ -39,19 +38,12 @@ from attnmt.config import config_from_dict  # noqa: E402
 from attnmt.evaluate import corpus_scores  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-PUNCT = re.compile(r"([^\w\s])", re.UNICODE)  # the peers' preprocessing: every other symbol is a token
-
-
-def peer_tokenize(line: str) -> str:
-    return " ".join(PUNCT.sub(r" \1 ", line.strip().lower()).split())
-
-
 def prepare(multi30k: Path, out: Path) -> None:
     for split in ("train", "val", "test_2016_flickr"):
         for lang in ("de", "en"):
             with gzip.open(multi30k / f"{split}.{lang}.gz", "rt", encoding="utf-8") as f:
                 lines = f.read().rstrip("\n").split("\n")
-            (out / f"{split}.{lang}").write_text("\n".join(peer_tokenize(x) for x in lines) + "\n", encoding="utf-8")
+            (out / f"{split}.{lang}").write_text("\n".join(tokenize_lowercase(x) for x in lines) + "\n", encoding="utf-8")
 
 
 def recipe(data: Path, seconds: float, threads: int, enc_hidden: int, model: dict, device: str = "cpu",

@@ -5,7 +5,8 @@
 
 Writes benchmarks/results/<config name>.json: how the model was trained (steps, epochs, wall time,
 stop reason, best validation perplexity, from the model folder's train_log.jsonl), then, for greedy
-and each beam size, sacreBLEU BLEU (13a on cased detokenized text, and lowercased), chrF, the
+and each beam size, sacreBLEU BLEU (13a on cased detokenized text; lowercased; and on lowercased text with
+punctuation split off, tokenize=none: the convention of Multi30k papers and of the peers), chrF, the
 decoding time and BLEU by source length on the config's test set. With --align-src/--align-tgt/
 --align-gold it also scores the model's attention as word alignments (AER) next to the diagonal.
 """
@@ -13,36 +14,17 @@ decoding time and BLEU by source length on the config's test set. With --align-s
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import write_result  # noqa: E402
+from common import tokenize_lowercase, write_result  # noqa: E402
 
 from attnmt.config import load_config  # noqa: E402
 from attnmt.data.corpus import read_parallel  # noqa: E402
 from attnmt.evaluate import bleu_by_length, corpus_scores  # noqa: E402
-
-
-def training_summary(model_dir: Path) -> dict:
-    """The last training run of a model folder, read from its train_log.jsonl."""
-    summary: dict = {"validations": []}
-    for line in (model_dir / "train_log.jsonl").read_text(encoding="utf-8").splitlines():
-        record = json.loads(line)
-        event = record.get("event")
-        if event == "start" and not record.get("step"):
-            summary.update(parameters=record["parameters"], train_pairs=record["train_pairs"], validations=[])
-        elif event == "valid":
-            summary["validations"].append({k: record[k] for k in ("step", "ppl", "lr", "bleu") if k in record})
-        elif event == "end":
-            summary.update(steps=record["step"], stop_reason=record["reason"], wall_s=round(record["elapsed_s"], 1))
-        elif event == "epoch":
-            summary["epochs"] = record.get("epoch")
-    if summary["validations"]:
-        summary["best_valid_ppl"] = min(v["ppl"] for v in summary["validations"])
-    return summary
+from attnmt.train import training_summary  # noqa: E402
 
 
 def main() -> int:
@@ -86,14 +68,19 @@ def main() -> int:
         hypotheses = [t.text for t in translations]
         cased = corpus_scores(hypotheses, references)
         lower = corpus_scores(hypotheses, references, lowercase=True)
+        # Multi30k papers' convention (and the peers'): lowercased, punctuation split, no further tokenization.
+        tok_lc = corpus_scores([tokenize_lowercase(h) for h in hypotheses], [tokenize_lowercase(r) for r in references],
+                               tokenize="none")
         buckets = bleu_by_length([max(len(t.src_tokens), 1) for t in translations], hypotheses, references)
         evaluations[f"beam{beam}"] = {
             "bleu": round(cased.bleu, 2), "bleu_signature": cased.bleu_signature,
             "bleu_lowercased": round(lower.bleu, 2), "bleu_lowercased_signature": lower.bleu_signature,
+            "bleu_tokenized_lowercased": round(tok_lc.bleu, 2),
             "chrf": round(cased.chrf, 2), "decode_s": round(seconds, 2), "sentences": len(pairs),
             "by_length": [{"lengths": b.label, "n": b.n, "bleu": round(b.bleu, 2)} for b in buckets],
         }
-        print(f"{config.name} beam {beam}: BLEU {cased.bleu:.2f} (lowercased {lower.bleu:.2f}), "
+        print(f"{config.name} beam {beam}: BLEU {cased.bleu:.2f} (lowercased {lower.bleu:.2f}, tokenized "
+              f"lowercased {tok_lc.bleu:.2f}), "
               f"chrF {cased.chrf:.2f}, decoding {seconds:.1f} s", flush=True)
     result = {"config": args.config, "overrides": overrides, "model_dir": str(model_dir),
               "test": {"src": test_src, "ref": test_tgt},

@@ -7,7 +7,7 @@ import torch
 
 import attnmt
 from attnmt.checkpoint import load_checkpoint
-from attnmt.train import train
+from attnmt.train import train, training_summary
 from tests.conftest import tiny_config
 
 
@@ -24,6 +24,16 @@ def test_training_lowers_the_loss(tiny_model):
     assert valid and all("bleu" in r and "ppl" in r for r in valid)
     for name in ("config.yaml", "src.vocab", "tgt.vocab", "checkpoints/best.pt", "checkpoints/last.pt"):
         assert (tiny_model / name).is_file(), name
+
+
+def test_training_summary_reads_the_log(tiny_model, tmp_path):
+    summary = training_summary(tiny_model)
+    valid = log_events(tiny_model, "valid")
+    assert summary["steps"] == 120 and summary["stop_reason"] == "max_steps" and summary["epochs"] >= 1
+    assert summary["precision"] == "fp32" and summary["device"] == "cpu" and summary["train_pairs"] > 500
+    assert [v["step"] for v in summary["validations"]] == [r["step"] for r in valid]
+    assert summary["best_valid_ppl"] == min(r["ppl"] for r in valid)
+    assert training_summary(tmp_path) == {}  # a folder without a log
 
 
 def test_data_filtering_is_counted(tiny_model):

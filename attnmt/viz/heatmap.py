@@ -219,13 +219,15 @@ def plot_attention(
     title: str | None = None,
     cmap: str = "gray",
     dpi: int = 150,
+    marks: Iterable[tuple[int, int]] | None = None,
 ) -> Path:
     """Draw the attention matrix ``alpha`` [T, S] (target x source) and save it to ``path``.
 
     The file type follows the suffix of ``path`` (``.png``, ``.pdf``, ``.svg``, ...); parent
     folders are created. The default grayscale colormap matches the paper (black 0, white 1);
     the colour scale is fixed to [0, 1] because every row is a probability distribution.
-    Returns ``path``.
+    ``marks``: (source, target) cells to circle in red, e.g. gold alignment links, so that where
+    attention and alignment part ways can be seen. Returns ``path``.
     """
     weights = _as_matrix(alpha)
     expected = (len(tgt_tokens), len(src_tokens))
@@ -262,6 +264,10 @@ def plot_attention(
             text.set_rotation(rotation)
         ax.set_yticks(range(n_tgt), [_label(t) for t in tgt_tokens])
         ax.tick_params(length=0)
+        if marks is not None:
+            links = sorted(marks)
+            ax.scatter([i for i, _ in links], [j for _, j in links], s=(cell * 72 * 0.8) ** 2, facecolors="none",
+                       edgecolors="red", linewidths=0.8)
         if title:
             ax.set_title(title, fontsize=fontsize + 1)
         bar_height = min(height, 4.0)
