@@ -17,7 +17,7 @@ from attnmt.config import Config, DataConfig, DecodeConfig, ModelConfig, TrainCo
 from attnmt.data.synthetic import make_splits, write_corpus
 from attnmt.errors import UserError
 from attnmt.evaluate import LengthBucket, bleu_by_length, corpus_scores, format_table
-from attnmt.train import train
+from attnmt.train import train, training_summary
 from attnmt.translator import Translator, load
 
 
@@ -76,6 +76,7 @@ class DemoResult:
     bleu: dict[str, float]
     seconds: float
     report: str
+    phases: dict[str, float] = field(default_factory=dict)  # wall seconds of each part of the demo
 
 
 MODELS = ("seq2seq", "rnnsearch")
@@ -189,7 +190,11 @@ def run_demo(out_dir: str | Path = "attnmt-demo", quick: bool = False, overwrite
 
     configs = {m: demo_config(m, data_dir, s) for m in MODELS}
     say(f"training {' and '.join(f'{m} ({n} steps)' for m, n in s.steps.items())} side by side ...")
+    phases = {"data": time.perf_counter() - started}
     train_all(configs, out_dir / "models", quiet)
+    phases["training"] = time.perf_counter() - started - sum(phases.values())
+    for m in MODELS:  # each model's own training time, from its log (they train side by side)
+        phases[f"training_{m}"] = training_summary(out_dir / "models" / m).get("wall_s", 0.0)
 
     buckets: dict[str, list[LengthBucket]] = {}
     bleu: dict[str, float] = {}
@@ -201,6 +206,7 @@ def run_demo(out_dir: str | Path = "attnmt-demo", quick: bool = False, overwrite
                                              tokenize="none")
         bleu[model_type] = corpus_scores(hyps, references, tokenize="none").bleu
         translators[model_type] = translator
+    phases["evaluation"] = time.perf_counter() - started - phases["data"] - phases["training"]
 
     plot_bleu_by_length(buckets, out_dir / "bleu_by_length.png",
                         title="BLEU by source length (synthetic language, greedy)")
@@ -213,14 +219,16 @@ def run_demo(out_dir: str | Path = "attnmt-demo", quick: bool = False, overwrite
         shown.append((label, len(tr.src_tokens), path.name))
 
     seconds = time.perf_counter() - started
+    phases["figures"] = seconds - phases["data"] - phases["training"] - phases["evaluation"]
+    phases = {k: round(v, 1) for k, v in phases.items()}
     report = render_report(buckets, bleu, shown, seconds, s)
     (out_dir / "report.md").write_text(report, encoding="utf-8")
     (out_dir / "results.json").write_text(json.dumps({
-        "seconds": seconds, "bleu": bleu,
+        "seconds": seconds, "phases_s": phases, "bleu": bleu,
         "buckets": {m: [vars(b) for b in bs] for m, bs in buckets.items()},
     }, indent=2), encoding="utf-8")
     say(report)
-    return DemoResult(out_dir, buckets, bleu, seconds, report)
+    return DemoResult(out_dir, buckets, bleu, seconds, report, phases)
 
 
 def render_report(buckets, bleu, shown, seconds, s: DemoSettings) -> str:

@@ -50,6 +50,7 @@ def main() -> int:
     path = write_result("demo_quick" if args.quick else "demo", {
         "wall_s": round(wall, 1),
         "peak_rss_mib": round(peak_mib, 1),
+        "phases_s": result.phases,
         "bleu": result.bleu,
         "buckets": {m: [{"lengths": b.label, "n": b.n, "bleu": round(b.bleu, 2)} for b in bs]
                     for m, bs in result.buckets.items()},

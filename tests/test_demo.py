@@ -19,4 +19,9 @@ def test_demo_writes_every_output_and_reports_both_models(tmp_path):
     assert sum(b.n for b in result.buckets["rnnsearch"]) == 60
     saved = json.loads((out / "results.json").read_text(encoding="utf-8"))
     assert saved["bleu"] == result.bleu
+    phases = saved["phases_s"]
+    assert set(phases) == {"data", "training", "training_seq2seq", "training_rnnsearch", "evaluation", "figures"}
+    assert all(v >= 0 for v in phases.values())
+    assert 0 < phases["training_rnnsearch"] <= phases["training"] + 0.1
+    assert abs(sum(phases[k] for k in ("data", "training", "evaluation", "figures")) - saved["seconds"]) < 0.5
     assert "| 4-9 |" in result.report and "rnnsearch" in result.report
