@@ -15,7 +15,8 @@ Also measured in the same run, so that the throughput can be read against the ma
 * the device's float32 and bfloat16 matrix-product rate (2048^3 on the training thread count; 8192^3 on a GPU);
 * the model's FLOPs per target token of one training step (forward + backward, counted by
   torch.utils.flop_counter on a real batch), hence the achieved FLOP/s and its share of the peak;
-* decoding speed in sentences/s for batches of 1, 16 and 64 sentences.
+* decoding speed in sentences/s for batches of 1, 16 and 64 sentences;
+* on a CPU, all the decoding again with int8 linear layers (``attnmt translate --int8``).
 Writes benchmarks/results/rnn256.json.
 """
 
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -101,6 +103,26 @@ def flops_per_target_token(translator, data: Path) -> float:
     return counter.get_total_flops() / batch.n_tgt_tokens
 
 
+def measure_decoding(translator, sources: list[str], references: list[str], label: str) -> tuple[dict, dict]:
+    """Decoding time and BLEU of the test set (greedy, beam 5; batches of 64), and greedy sentences/s."""
+    decoding = {}
+    for beam in (1, 5):
+        started = time.perf_counter()
+        hyps = [t.text for t in translator.translate(sources, beam=beam, batch_size=64, batch_tokens=10**6)]
+        seconds = time.perf_counter() - started
+        scores = corpus_scores(hyps, references, tokenize="none")
+        decoding[f"beam{beam}"] = {"decode_s": round(seconds, 2), "bleu_tok_none": round(scores.bleu, 2),
+                                   "signature": scores.bleu_signature}
+        print(f"{label} beam {beam}: {seconds:.1f} s, BLEU (tokenized, lowercased) {scores.bleu:.2f}", flush=True)
+    sentences_per_s = {}
+    for size in (1, 16, 64):
+        subset = sources[: 200 if size == 1 else 1000]
+        started = time.perf_counter()
+        translator.translate(subset, beam=1, batch_size=size, batch_tokens=10**6)
+        sentences_per_s[f"greedy_batch{size}"] = round(len(subset) / (time.perf_counter() - started), 1)
+    return decoding, sentences_per_s
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--multi30k", default=str(ROOT.parent / "shared" / "data" / "multi30k"))
@@ -113,6 +135,7 @@ def main() -> int:
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "auto"], help="train.precision")
     parser.add_argument("--out", help="JSON result path (default benchmarks/results/rnn256.json)")
+    parser.add_argument("--keep-model", help="copy the trained model folder here (default: dropped)")
     args = parser.parse_args()
     import yaml
 
@@ -123,7 +146,7 @@ def main() -> int:
     print(f"matrix products on {args.device} ({args.threads} CPU threads): {peak} GFLOP/s", flush=True)
 
     from attnmt.train import train
-    from attnmt.translator import load
+    from attnmt.translator import Translator, load, quantize_int8
 
     with tempfile.TemporaryDirectory() as tmp:
         data, model_dir = Path(tmp) / "data", Path(tmp) / "model"
@@ -132,6 +155,8 @@ def main() -> int:
         config = config_from_dict(recipe(data, args.seconds, args.threads, args.enc_hidden, model, args.device,
                                          args.precision))
         result = train(config, model_dir, quiet=True)
+        if args.keep_model:
+            shutil.copytree(model_dir, args.keep_model, dirs_exist_ok=True)
         events = [json.loads(line) for line in (model_dir / "train_log.jsonl").read_text(encoding="utf-8").splitlines()]
         speeds = sorted(e["tgt_tokens_per_s"] for e in events if e.get("event") == "train")[1:]  # first: warm-up
         median_speed = speeds[len(speeds) // 2] if speeds else 0.0
@@ -141,21 +166,10 @@ def main() -> int:
         flops = flops_per_target_token(translator, data)
         sources = (data / "test_2016_flickr.de").read_text(encoding="utf-8").splitlines()
         references = (data / "test_2016_flickr.en").read_text(encoding="utf-8").splitlines()
-        decoding = {}
-        for beam in (1, 5):
-            started = time.perf_counter()
-            hyps = [t.text for t in translator.translate(sources, beam=beam, batch_size=64, batch_tokens=10**6)]
-            seconds = time.perf_counter() - started
-            scores = corpus_scores(hyps, references, tokenize="none")
-            decoding[f"beam{beam}"] = {"decode_s": round(seconds, 2), "bleu_tok_none": round(scores.bleu, 2),
-                                       "signature": scores.bleu_signature}
-            print(f"beam {beam}: {seconds:.1f} s, BLEU (tokenized, lowercased) {scores.bleu:.2f}", flush=True)
-        sentences_per_s = {}
-        for size in (1, 16, 64):
-            subset = sources[: 200 if size == 1 else 1000]
-            started = time.perf_counter()
-            translator.translate(subset, beam=1, batch_size=size, batch_tokens=10**6)
-            sentences_per_s[f"greedy_batch{size}"] = round(len(subset) / (time.perf_counter() - started), 1)
+        decoding, sentences_per_s = measure_decoding(translator, sources, references, "float32")
+        if args.device == "cpu":
+            int8 = Translator(quantize_int8(translator.model), translator.src, translator.tgt, translator.config)
+            decoding_int8, sentences_per_s_int8 = measure_decoding(int8, sources, references, "int8")
         parameters = sum(p.numel() for p in translator.model.parameters())
     achieved = median_speed * flops / 1e9
     payload = {
@@ -172,6 +186,8 @@ def main() -> int:
         "decoding": decoding,
         "sentences_per_s": sentences_per_s,
     }
+    if args.device == "cpu":  # the same model decoding with int8 linear layers (attnmt translate --int8)
+        payload.update(decoding_int8=decoding_int8, sentences_per_s_int8=sentences_per_s_int8)
     path = write_result("rnn256", payload, args.out)
     print(json.dumps(payload, indent=1))
     print(f"-> {path}")

@@ -143,7 +143,7 @@ def _load(directory: str | Path) -> Translator:
 
 def serve(model_specs: list[str], host: str = "127.0.0.1", port: int = 8000, *, max_batch_size: int = 32,
           max_wait_ms: float = 10.0, max_texts: int = 32, max_text_chars: int = 1000, max_beam: int = 10,
-          checkpoint: str = "best", threads: int | None = None, log_level: str = "info") -> None:
+          checkpoint: str = "best", threads: int | None = None, log_level: str = "info", int8: bool = False) -> None:
     """Load the models (``NAME=DIR`` or ``DIR``) and serve them with uvicorn until interrupted."""
     import pydantic
     import torch
@@ -165,7 +165,7 @@ def serve(model_specs: list[str], host: str = "127.0.0.1", port: int = 8000, *, 
         raise UserError(f"serve: --max-batch-size {max_batch_size} is out of range; allowed: 1 or more")
     if max_wait_ms < 0:
         raise UserError(f"serve: --max-wait-ms {max_wait_ms} is out of range; allowed: 0 or more")
-    app = create_app(load_models(model_specs, checkpoint=checkpoint), max_batch_size=max_batch_size,
+    app = create_app(load_models(model_specs, checkpoint=checkpoint, int8=int8), max_batch_size=max_batch_size,
                      max_wait_ms=max_wait_ms, limits=limits)
     if not _is_loopback(host):
         print(f"attnmt serve: listening on {host}, reachable from other machines; the API has no authentication")

@@ -67,7 +67,8 @@ def parse_model_spec(spec: str) -> tuple[str, Path]:
     return name, path
 
 
-def load_models(specs: list[str], checkpoint: str = "best", device: str = "cpu") -> dict[str, Translator]:
+def load_models(specs: list[str], checkpoint: str = "best", device: str = "cpu",
+                int8: bool = False) -> dict[str, Translator]:
     """Load every ``--model`` spec (see :func:`parse_model_spec`); names must be unique."""
     from attnmt.translator import load
 
@@ -78,7 +79,7 @@ def load_models(specs: list[str], checkpoint: str = "best", device: str = "cpu")
         name, directory = parse_model_spec(spec)
         if name in models:
             raise UserError(f"serve: two models are named {name!r}; name them with --model NAME=DIR")
-        models[name] = load(directory, checkpoint=checkpoint, device=device)
+        models[name] = load(directory, checkpoint=checkpoint, device=device, int8=int8)
     return models
 
 

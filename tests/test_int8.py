@@ -1,0 +1,52 @@
+"""int8 decoding (--int8): linear layers quantized, translations and scores close to float32's."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from attnmt.cli import main
+from attnmt.errors import UserError
+from attnmt.translator import load
+
+
+def _sentences(corpus, n=40):
+    return (corpus / "test.src").read_text(encoding="utf-8").splitlines()[:n]
+
+
+def test_int8_replaces_every_linear_layer_and_keeps_the_rest(tiny_model):
+    fp32, int8 = load(tiny_model), load(tiny_model, int8=True)
+    assert any(isinstance(m, nn.Linear) for m in fp32.model.modules())
+    assert not any(type(m) is nn.Linear for m in int8.model.modules())
+    quantized = [m for m in int8.model.modules() if isinstance(m, torch.ao.nn.quantized.dynamic.Linear)]
+    assert len(quantized) == sum(isinstance(m, nn.Linear) for m in fp32.model.modules())
+    # the float32 model of another load is untouched
+    assert all(p.dtype == torch.float32 for p in fp32.model.parameters())
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_int8_translates_like_float32(tiny_model, tiny_corpus, beam):
+    sentences = _sentences(tiny_corpus)
+    fp32 = load(tiny_model).translate(sentences, beam=beam)
+    int8 = load(tiny_model, int8=True).translate(sentences, beam=beam)
+    same = sum(a.text == b.text for a, b in zip(fp32, int8))
+    assert same >= 0.8 * len(sentences), f"{same} of {len(sentences)} identical"
+    for a, b in zip(fp32, int8):
+        if a.text == b.text:  # the same hypothesis, scored with 8-bit weights
+            assert b.score == pytest.approx(a.score, abs=0.05 * max(1.0, abs(a.score)))
+
+
+def test_int8_is_for_the_cpu_only(tiny_model):
+    with pytest.raises(UserError, match="int8 decoding runs on a CPU only"):
+        load(tiny_model, device="cuda", int8=True)
+
+
+def test_cli_int8_translate_and_evaluate(capsys, tiny_model, tiny_corpus, tmp_path):
+    out = tmp_path / "out.txt"
+    src = tiny_corpus / "test.src"
+    assert main(["translate", "--model", str(tiny_model), "--int8", "--input", str(src), "--output", str(out)]) == 0
+    assert len(out.read_text(encoding="utf-8").splitlines()) == len(src.read_text(encoding="utf-8").splitlines())
+    assert main(["evaluate", "--model", str(tiny_model), "--int8", "--src", str(src),
+                 "--ref", str(tiny_corpus / "test.tgt"), "--tokenize", "none"]) == 0
+    assert "BLEU" in capsys.readouterr().out
