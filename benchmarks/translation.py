@@ -34,6 +34,7 @@ def main() -> int:
     parser.add_argument("--reuse", action="store_true", help="score the trained model in --model-dir, do not train")
     parser.add_argument("--max-time", type=float, help="training wall-time limit in seconds (train.max_time_s)")
     parser.add_argument("--threads", type=int, help="torch threads for training (train.threads)")
+    parser.add_argument("--device", default="cpu", help="train and decode here (cpu or cuda)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="more config overrides")
     parser.add_argument("--beams", default="1,5", help="comma-separated beam sizes to evaluate (1 = greedy)")
     parser.add_argument("--align-src"), parser.add_argument("--align-tgt"), parser.add_argument("--align-gold")
@@ -45,6 +46,8 @@ def main() -> int:
         overrides.append(f"train.max_time_s={args.max_time}")
     if args.threads:
         overrides.append(f"train.threads={args.threads}")
+    if args.device != "cpu":
+        overrides.append(f"train.device={args.device}")
     config = load_config(args.config, overrides)
     model_dir = Path(args.model_dir or Path("models") / config.name)
     if not args.reuse:
@@ -54,7 +57,7 @@ def main() -> int:
 
     from attnmt.translator import load
 
-    translator = load(model_dir)
+    translator = load(model_dir, device=args.device)
     # A config with one corpus file holds its test pairs out into the model folder (data.test_size).
     test_src = config.data.test_src or str(model_dir / "test.src")
     test_tgt = config.data.test_tgt or str(model_dir / "test.tgt")
