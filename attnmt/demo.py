@@ -39,7 +39,7 @@ class DemoSettings:
     emb_size: int = 64
     attn_size: int = 64
     batch_tokens: int = 1500
-    steps: dict[str, int] = field(default_factory=lambda: {"seq2seq": 3000, "rnnsearch": 1200})
+    steps: dict[str, int] = field(default_factory=lambda: {"seq2seq": 3000, "rnnsearch": 1000})
     cells: dict[str, str] = field(default_factory=lambda: {"seq2seq": "lstm", "rnnsearch": "gru"})
     bucket_edges: tuple[int, ...] = (4, 14, 24, 34, 44, 54, 61)
     seed: int = 1

@@ -1,5 +1,7 @@
 """Config loading: types, ranges, unknown keys, overrides, relative paths."""
 
+from pathlib import Path
+
 import pytest
 
 from attnmt.config import Config, load_config
@@ -67,3 +69,18 @@ def test_relative_paths_resolve_against_config_folder(tmp_path):
 def test_bad_override_syntax(tmp_path):
     with pytest.raises(UserError, match="expected key=value"):
         load_config(write(tmp_path, ""), ["train.lr"])
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml")),
+                         ids=lambda p: p.stem)
+def test_shipped_configs_load_and_name_their_languages(path):
+    from attnmt.models import build_model
+
+    config = load_config(path)
+    assert config.name == path.stem
+    src, tgt = config.data.src_lang, config.data.tgt_lang
+    assert path.stem.split("_")[1:3] == [src, tgt]
+    for split, lang in (("train_src", src), ("train_tgt", tgt), ("test_src", src), ("test_tgt", tgt)):
+        value = getattr(config.data, split)
+        assert value is None or f".{lang}." in Path(value).name or value.endswith(".tsv.gz"), (split, value)
+    build_model(config.model, 100, 100)
