@@ -50,3 +50,10 @@ def test_cli_int8_translate_and_evaluate(capsys, tiny_model, tiny_corpus, tmp_pa
     assert main(["evaluate", "--model", str(tiny_model), "--int8", "--src", str(src),
                  "--ref", str(tiny_corpus / "test.tgt"), "--tokenize", "none"]) == 0
     assert "BLEU" in capsys.readouterr().out
+
+
+def test_served_models_can_be_int8(tiny_model):
+    from attnmt.serve.engine import load_models
+
+    (translator,) = load_models([f"tiny={tiny_model}"], int8=True).values()
+    assert any(isinstance(m, torch.ao.nn.quantized.dynamic.Linear) for m in translator.model.modules())
