@@ -69,7 +69,8 @@ def _bleu_metric(tokenize: str, lowercase: bool, effective_order: bool = False) 
     if tokenize not in BLEU.TOKENIZERS:
         choices = ", ".join(BLEU.TOKENIZERS)
         raise UserError(f"unknown BLEU tokenizer {tokenize!r}; use one of: {choices}")
-    return BLEU(tokenize=tokenize, lowercase=lowercase, effective_order=effective_order)
+    # tokenize=none says the text is tokenized already: sacreBLEU's warning about tokenized input is moot.
+    return BLEU(tokenize=tokenize, lowercase=lowercase, effective_order=effective_order, force=tokenize == "none")
 
 
 def _check_corpus(hypotheses: Sequence[str], references: Sequence[str]) -> None:
