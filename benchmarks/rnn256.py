@@ -45,7 +45,8 @@ def prepare(multi30k: Path, out: Path) -> None:
         for lang in ("de", "en"):
             with gzip.open(multi30k / f"{split}.{lang}.gz", "rt", encoding="utf-8") as f:
                 lines = f.read().rstrip("\n").split("\n")
-            (out / f"{split}.{lang}").write_text("\n".join(tokenize_lowercase(x) for x in lines) + "\n", encoding="utf-8")
+            text = "\n".join(tokenize_lowercase(x) for x in lines) + "\n"
+            (out / f"{split}.{lang}").write_text(text, encoding="utf-8")
 
 
 def recipe(data: Path, seconds: float, threads: int, enc_hidden: int, model: dict, device: str = "cpu",

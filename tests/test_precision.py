@@ -90,7 +90,8 @@ def test_cuda_training_matches_cpu_and_its_checkpoint_loads_on_cpu(model_type, t
     on_cpu = load(tmp_path / "cuda", checkpoint="last", device="cpu")
     on_gpu = load(tmp_path / "cuda", checkpoint="last", device="cuda")
     sentences = (tiny_corpus / "valid.src").read_text(encoding="utf-8").splitlines()[:10]
-    assert [t.text for t in on_gpu.translate(sentences, beam=3)] == [t.text for t in on_cpu.translate(sentences, beam=3)]
+    gpu_texts = [t.text for t in on_gpu.translate(sentences, beam=3)]
+    assert gpu_texts == [t.text for t in on_cpu.translate(sentences, beam=3)]
 
 
 @needs_cuda
