@@ -57,3 +57,20 @@ def test_served_models_can_be_int8(tiny_model):
 
     (translator,) = load_models([f"tiny={tiny_model}"], int8=True).values()
     assert any(isinstance(m, torch.ao.nn.quantized.dynamic.Linear) for m in translator.model.modules())
+
+
+@pytest.mark.parametrize("model_type,model_settings", [("seq2seq", {}), ("transformer", {}),
+                                                       ("rnnsearch", {"attention": "luong_concat",
+                                                                      "input_feeding": True})])
+def test_every_model_type_decodes_in_int8(model_type, model_settings, tiny_corpus, tmp_path):
+    from attnmt.train import train
+    from tests.conftest import tiny_config
+
+    config = tiny_config(tiny_corpus, model_type)
+    for key, value in model_settings.items():
+        setattr(config.model, key, value)
+    train(config, tmp_path / "m", quiet=True)
+    sentences = _sentences(tiny_corpus, 20)
+    fp32 = load(tmp_path / "m").translate(sentences, beam=2)
+    int8 = load(tmp_path / "m", int8=True).translate(sentences, beam=2)
+    assert sum(a.text == b.text for a, b in zip(fp32, int8)) >= 0.7 * len(sentences)
