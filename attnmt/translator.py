@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -118,19 +119,27 @@ class Translator:
 
 
 def quantize_int8(model: nn.Module) -> nn.Module:
-    """`model` with every nn.Linear replaced by an int8 one (weights per output channel, activations per batch).
+    """A copy of `model` whose matrix products are int8 (weights per output channel, activations per batch).
 
     For decoding on a CPU, where the output layer's matrix product dominates: int8 products run about
     twice as fast as float32 ones (fbgemm/oneDNN, AVX2 and up), at the same BLEU
-    (benchmarks/rnn256.py measures both). Embeddings, recurrences and attention stay float32.
+    (benchmarks/rnn256.py measures both). Every nn.Linear, and the decoder's recurrent step, whose
+    matrices are copied into linear layers first; embeddings, the encoder RNN and attention's
+    elementwise work stay float32.
     """
     from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
 
+    from attnmt.models.encoders import StackedRNN
+
+    model = copy.deepcopy(model)
+    for module in model.modules():
+        if isinstance(module, StackedRNN):
+            module.int8_step = module.step_linears()
     with warnings.catch_warnings():
         # torch.ao's dynamic quantization is deprecated in favour of torchao, whose int8 path on a
         # CPU is, as of torchao 0.18, far slower than float32: this one is still the fast one.
         warnings.filterwarnings("ignore", message=r".*(is deprecated|are deprecated)")
-        return quantize_dynamic(model, {nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8)
+        return quantize_dynamic(model, {nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8, inplace=True)
 
 
 def load(model_dir: str | Path, checkpoint: str = "best", device: str = "cpu", int8: bool = False) -> Translator:

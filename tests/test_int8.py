@@ -15,12 +15,17 @@ def _sentences(corpus, n=40):
     return (corpus / "test.src").read_text(encoding="utf-8").splitlines()[:n]
 
 
-def test_int8_replaces_every_linear_layer_and_keeps_the_rest(tiny_model):
+def test_int8_replaces_every_linear_layer_and_the_recurrent_step(tiny_model):
+    from attnmt.models.encoders import StackedRNN
+
     fp32, int8 = load(tiny_model), load(tiny_model, int8=True)
     assert any(isinstance(m, nn.Linear) for m in fp32.model.modules())
     assert not any(type(m) is nn.Linear for m in int8.model.modules())
     quantized = [m for m in int8.model.modules() if isinstance(m, torch.ao.nn.quantized.dynamic.Linear)]
-    assert len(quantized) == sum(isinstance(m, nn.Linear) for m in fp32.model.modules())
+    step_matrices = sum(2 * m.num_layers for m in fp32.model.modules() if isinstance(m, StackedRNN))
+    assert step_matrices > 0
+    assert len(quantized) == sum(isinstance(m, nn.Linear) for m in fp32.model.modules()) + step_matrices
+    assert all(m.int8_step is None for m in fp32.model.modules() if isinstance(m, StackedRNN))
     # the float32 model of another load is untouched
     assert all(p.dtype == torch.float32 for p in fp32.model.parameters())
 

@@ -29,6 +29,22 @@ class StackedRNN(nn.Module):
             input_size, hidden_size, num_layers, batch_first=True, dropout=dropout if num_layers > 1 else 0.0
         )
         self.inter_dropout = nn.Dropout(dropout if num_layers > 1 else 0.0)  # as nn.LSTM's between layers
+        # Set by attnmt.translator.quantize_int8: the step's matrices as int8 layers [ih_0, hh_0, ih_1, ...].
+        self.int8_step: nn.ModuleList | None = None
+
+    def step_linears(self) -> nn.ModuleList:
+        """Copies of the step's matrices as nn.Linear layers [ih_0, hh_0, ih_1, hh_1, ...] (for quantizing)."""
+        layers = nn.ModuleList()
+        for layer in range(self.num_layers):
+            for kind in ("ih", "hh"):
+                weight = getattr(self.rnn, f"weight_{kind}_l{layer}")
+                bias = getattr(self.rnn, f"bias_{kind}_l{layer}")
+                linear = nn.Linear(weight.size(1), weight.size(0)).to(weight.device)
+                with torch.no_grad():
+                    linear.weight.copy_(weight)
+                    linear.bias.copy_(bias)
+                layers.append(linear)
+        return layers
 
     def state_from_layers(self, h: Tensor, c: Tensor | None = None) -> dict[str, Tensor]:
         """A state from per-layer tensors h (and c) of shape [B, layers, H]."""
@@ -72,11 +88,13 @@ class StackedRNN(nn.Module):
         """One time step: x [B,D] -> top output [B,H].
 
         With ``known_gates`` and ``w_rest`` from :meth:`input_projection`, x holds only the input
-        features that were not known in advance (None when there are none). The cell equations are written out with the fused
-        RNN's own weights: for a single step on a CPU this is several times faster than calling the
-        fused RNN with a length-1 sequence.
+        features that were not known in advance (None when there are none). The cell equations are
+        written out with the fused RNN's own weights (or, once quantized, with ``int8_step``): for a
+        single step on a CPU this is several times faster than calling the fused RNN with a length-1
+        sequence.
         """
         new = {}
+        int8 = self.int8_step
         for layer in range(self.num_layers):
             w_ih, w_hh, b_ih, b_hh = (getattr(self.rnn, f"{name}_l{layer}")
                                       for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"))
@@ -84,16 +102,17 @@ class StackedRNN(nn.Module):
             if layer == 0 and known_gates is not None:
                 gates_x = known_gates if x is None else known_gates + F.linear(x, w_rest)
             else:
-                gates_x = F.linear(x, w_ih, b_ih)
+                gates_x = F.linear(x, w_ih, b_ih) if int8 is None else int8[2 * layer](x)
+            gates_h = F.linear(h, w_hh, b_hh) if int8 is None else int8[2 * layer + 1](h)
             if self.is_lstm:
-                gates = gates_x + F.linear(h, w_hh, b_hh)
+                gates = gates_x + gates_h
                 i, f, g, o = gates.chunk(4, dim=-1)
                 c = torch.sigmoid(f) * state[f"c{layer}"] + torch.sigmoid(i) * torch.tanh(g)
                 h = torch.sigmoid(o) * torch.tanh(c)
                 new[f"c{layer}"] = c
             else:
                 r_x, z_x, n_x = gates_x.chunk(3, dim=-1)
-                r_h, z_h, n_h = F.linear(h, w_hh, b_hh).chunk(3, dim=-1)
+                r_h, z_h, n_h = gates_h.chunk(3, dim=-1)
                 r, z = torch.sigmoid(r_x + r_h), torch.sigmoid(z_x + z_h)
                 h = (1 - z) * torch.tanh(n_x + r * n_h) + z * h
             new[f"h{layer}"] = h
