@@ -123,9 +123,9 @@ def quantize_int8(model: nn.Module) -> nn.Module:
 
     For decoding on a CPU, where the output layer's matrix product dominates: int8 products run about
     twice as fast as float32 ones (fbgemm/oneDNN, AVX2 and up), at the same BLEU
-    (benchmarks/rnn256.py measures both). Every nn.Linear, and the decoder's recurrent step, whose
-    matrices are copied into linear layers first; embeddings, the encoder RNN and attention's
-    elementwise work stay float32.
+    (benchmarks/rnn256.py measures both). Quantized: every nn.Linear, and the decoder's recurrent
+    step (its matrices are copied into linear layers first). Embeddings, the encoder RNN and
+    attention's elementwise work stay float32.
     """
     from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
 
@@ -145,7 +145,7 @@ def quantize_int8(model: nn.Module) -> nn.Module:
 def load(model_dir: str | Path, checkpoint: str = "best", device: str = "cpu", int8: bool = False) -> Translator:
     """Load a trained model folder (as written by `attnmt train`) for translation.
 
-    int8: decode with int8 linear layers (:func:`quantize_int8`; CPU only).
+    int8: decode with int8 matrix products (:func:`quantize_int8`; CPU only).
     """
     if int8 and device != "cpu":
         raise UserError(f"int8 decoding runs on a CPU only, not on {device}; drop --int8 or use the CPU")

@@ -40,6 +40,8 @@ from attnmt.config import config_from_dict  # noqa: E402
 from attnmt.evaluate import corpus_scores  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
 def prepare(multi30k: Path, out: Path) -> None:
     for split in ("train", "val", "test_2016_flickr"):
         for lang in ("de", "en"):
@@ -147,7 +149,7 @@ def main() -> int:
     print(f"matrix products on {args.device} ({args.threads} CPU threads): {peak} GFLOP/s", flush=True)
 
     from attnmt.train import train
-    from attnmt.translator import Translator, load, quantize_int8
+    from attnmt.translator import load
 
     with tempfile.TemporaryDirectory() as tmp:
         data, model_dir = Path(tmp) / "data", Path(tmp) / "model"
@@ -169,7 +171,7 @@ def main() -> int:
         references = (data / "test_2016_flickr.en").read_text(encoding="utf-8").splitlines()
         decoding, sentences_per_s = measure_decoding(translator, sources, references, "float32")
         if args.device == "cpu":
-            int8 = Translator(quantize_int8(translator.model), translator.src, translator.tgt, translator.config)
+            int8 = load(model_dir, checkpoint="last", int8=True)  # as `attnmt translate --int8` loads it
             decoding_int8, sentences_per_s_int8 = measure_decoding(int8, sources, references, "int8")
         parameters = sum(p.numel() for p in translator.model.parameters())
     achieved = median_speed * flops / 1e9
