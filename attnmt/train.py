@@ -316,7 +316,11 @@ def train(config: Config, model_dir: str | Path, resume: bool = False, overwrite
         set_threads(t.threads)
         log = RunLog(model_dir, t.tensorboard and not quiet, enabled=world.is_main)
         try:
-            return _train(config, model_dir, resume, quiet or not world.is_main, device, log, world)
+            result = _train(config, model_dir, resume, quiet or not world.is_main, device, log, world)
+            # No process may close its connections while another still writes its last checkpoint or
+            # talks to it: gloo then aborts the other process ("terminate called without an active exception").
+            world.barrier()
+            return result
         finally:
             log.close()
     finally:
