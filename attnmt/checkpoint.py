@@ -137,3 +137,80 @@ def load_weights(model: nn.Module, state: dict[str, Any], path: Path) -> None:
             raise UserError(f"checkpoint {path}: {name} has shape {tuple(tensor.shape)}, the config's model "
                             f"needs {tuple(own[name].shape)}")
     model.load_state_dict(state)
+
+
+def kept_checkpoints(directory: Path) -> list[Path]:
+    """The step checkpoints (`step<N>.pt`) that `train.keep_checkpoints` kept, oldest first."""
+    found = [(int(p.stem[4:]), p) for p in directory.glob("step*.pt") if p.stem[4:].isdigit()]
+    return [p for _, p in sorted(found)]
+
+
+def keep_checkpoint(payload: dict[str, Any], directory: Path, step: int, keep: int) -> None:
+    """Write the weights of this step as `step<N>.pt` and delete all but the newest `keep` of them."""
+    save_checkpoint({k: payload[k] for k in ("model_type", "model", "vocab_sizes", "train_state")},
+                    directory / f"step{step}.pt")
+    for old in kept_checkpoints(directory)[:-keep]:
+        old.unlink(missing_ok=True)
+
+
+def checkpoint_path(model_dir: Path, name: str) -> Path:
+    """`checkpoints/<name>.pt` of a model folder (best falls back to last); a missing one is a UserError
+    that lists the folder's checkpoints."""
+    if not name or "/" in name or "\\" in name or name.startswith("."):
+        raise UserError(f"checkpoint name {name!r} is not valid; pass a name such as best, last, averaged or step3000")
+    directory = model_dir / "checkpoints"
+    path = directory / f"{name}.pt"
+    if name == "best" and not path.is_file():
+        path = directory / "last.pt"
+    if not path.is_file():
+        available = sorted(p.stem for p in directory.glob("*.pt")) if directory.is_dir() else []
+        raise UserError(f"{model_dir} has no checkpoint {name!r}; "
+                        + (f"available: {', '.join(available)}" if available
+                           else "it has no checkpoints: train a model first (attnmt train CONFIG)"))
+    return path
+
+
+def average_checkpoints(paths: list[Path], model_type: str | None = None) -> dict[str, Any]:
+    """The element-wise mean of the weights of several checkpoints of one model (Vaswani et al. 2017, sec. 6.1:
+    "averaging the last 5 checkpoints"), as a checkpoint payload that `load` reads like any other."""
+    if not paths:
+        raise UserError("no checkpoints to average; train with train.keep_checkpoints=N (N >= 2) to keep them")
+    payloads = [load_checkpoint(p, model_type) for p in paths]
+    first, first_path = payloads[0]["model"], paths[0]
+    total = {name: tensor.double() if tensor.is_floating_point() else tensor.clone() for name, tensor in first.items()}
+    for payload, path in zip(payloads[1:], paths[1:]):
+        weights = payload["model"]
+        if set(weights) != set(first) or any(weights[n].shape != first[n].shape for n in first):
+            raise UserError(f"checkpoint {path} holds a different model than {first_path}; average checkpoints "
+                            "of one training run only")
+        for name, tensor in weights.items():
+            if tensor.is_floating_point():
+                total[name] += tensor.double()
+    averaged = {name: (t / len(paths)).to(first[name].dtype) if t.is_floating_point() else t
+                for name, t in total.items()}
+    last = payloads[-1]
+    return {"model_type": last["model_type"], "model": averaged, "vocab_sizes": last.get("vocab_sizes"),
+            "averaged": [str(p.name) for p in paths], "train_state": last.get("train_state", {})}
+
+
+def average_last(model_dir: Path, last: int | None = None, name: str = "averaged", model_type: str | None = None,
+                 overwrite: bool = False) -> tuple[Path, list[Path]]:
+    """Average the newest `last` kept step checkpoints of a model folder (all of them if None) into
+    `checkpoints/<name>.pt`; returns that path and the checkpoints averaged."""
+    directory = model_dir / "checkpoints"
+    kept = kept_checkpoints(directory)
+    if last is not None and last < 1:
+        raise UserError(f"average: --last {last} must be at least 1")
+    if len(kept) < 2 or (last is not None and last > len(kept)):
+        raise UserError(f"average: {directory} keeps {len(kept)} step checkpoint(s)"
+                        + (f", fewer than --last {last}" if last is not None and last > len(kept) else "")
+                        + "; train with train.keep_checkpoints=N (N >= 2) to keep them")
+    if name in ("best", "last") or name.startswith("step"):
+        raise UserError(f"average: the name {name!r} belongs to training's own checkpoints; choose another "
+                        "(default: averaged)")
+    out = directory / f"{name}.pt"
+    if out.exists() and not overwrite:
+        raise UserError(f"{out} exists; choose another --name or pass --overwrite")
+    chosen = kept[-last:] if last else kept
+    save_checkpoint(average_checkpoints(chosen, model_type), out)
+    return out, chosen

@@ -24,6 +24,12 @@ def _read_input(path: str | None) -> list[str]:
     return read_lines(path) if path and path != "-" else read_stream(sys.stdin.buffer, "<stdin>")
 
 
+def _add_checkpoint_arg(p) -> None:
+    p.add_argument("--checkpoint", default="best",
+                   help="which checkpoint of the model folder: best (default), last, averaged (attnmt average) "
+                        "or stepN (train.keep_checkpoints)")
+
+
 def cmd_demo(args) -> None:
     from attnmt.demo import run_demo
 
@@ -148,6 +154,19 @@ def cmd_align(args) -> None:
                                    encoding="utf-8")
 
 
+def cmd_average(args) -> None:
+    from attnmt.checkpoint import average_last
+    from attnmt.config import load_config
+
+    model_dir = Path(args.model)
+    if not (model_dir / "config.yaml").is_file():
+        raise UserError(f"{model_dir} is not an attnmt model folder (no config.yaml); pass the folder that "
+                        "`attnmt train` wrote")
+    out, averaged = average_last(model_dir, last=args.last, name=args.name,
+                                 model_type=load_config(model_dir / "config.yaml").model.type, overwrite=args.overwrite)
+    print(f"{out}: the mean of {', '.join(p.stem for p in averaged)}; use it with --checkpoint {args.name}")
+
+
 def cmd_study(args) -> None:
     from attnmt.study import run_study
 
@@ -184,7 +203,7 @@ def _add_animate_parser(sub) -> None:
                                       "words to show")
     p.add_argument("--bucket-width", type=int, default=10,
                    help="bottleneck: source-length bucket width for --test (default: 10)")
-    p.add_argument("--checkpoint", default="best", choices=["best", "last"])
+    _add_checkpoint_arg(p)
     p.add_argument("--beam", type=int, default=None, help="beam size (default from the model's config)")
     p.add_argument("--overwrite", action="store_true", help="replace existing output files")
     p.set_defaults(func=cmd_animate)
@@ -214,7 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     def model_args(p):
         p.add_argument("--model", required=True, help="trained model folder")
-        p.add_argument("--checkpoint", default="best", choices=["best", "last"])
+        _add_checkpoint_arg(p)
         p.add_argument("--beam", type=int, default=None, help="beam size (1 = greedy; default from the config)")
         p.add_argument("--int8", action="store_true",
                        help="int8 linear layers: faster decoding on a CPU at about the same BLEU")
@@ -244,6 +263,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true")
     p.set_defaults(func=cmd_plot_attention)
 
+    p = sub.add_parser("average", help="average the weights of a model's last kept checkpoints (train.keep_checkpoints)")
+    p.add_argument("--model", required=True, help="trained model folder")
+    p.add_argument("--last", type=int, default=None, help="average the newest N kept checkpoints (default: all kept)")
+    p.add_argument("--name", default="averaged", help="write checkpoints/NAME.pt (default: averaged)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing checkpoints/NAME.pt")
+    p.set_defaults(func=cmd_average)
+
     p = sub.add_parser("data", help="fetch a public corpus")
     p.add_argument("dataset", help="multi30k")
     p.add_argument("dest", help="destination folder")
@@ -258,7 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1, this machine "
                                                        "only)")
     p.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
-    p.add_argument("--checkpoint", default="best", choices=["best", "last"])
+    _add_checkpoint_arg(p)
     p.add_argument("--max-batch-size", type=int, default=32,
                    help="most sentences decoded together (default: 32; 1 = one request at a time)")
     p.add_argument("--max-wait-ms", type=float, default=10.0,
@@ -274,7 +300,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("align", help="word alignments from a model's attention (Pharaoh i-j), scored against gold")
     p.add_argument("--model", help="trained attention model folder (rnnsearch or transformer)")
-    p.add_argument("--checkpoint", default="best", choices=["best", "last"])
+    _add_checkpoint_arg(p)
     p.add_argument("--src", required=True, help="tokenized source sentences, one per line")
     p.add_argument("--tgt", required=True, help="tokenized target sentences, line-aligned with --src")
     p.add_argument("--gold", help="gold links, 1-based 'i-j' (sure) and 'ipj' (possible): prints AER, precision, "

@@ -143,6 +143,8 @@ class TrainConfig:
     valid_every: int = 500  # steps between validations (each writes checkpoints/last.pt, and best.pt if better)
     save_every: Optional[int] = None  # also write checkpoints/last.pt every this many steps, between validations,
     # so that a killed run loses at most this many steps on --resume (null: only at validations)
+    keep_checkpoints: int = 0  # also keep the weights of the last N writes of last.pt as checkpoints/step<N>.pt,
+    # for `attnmt average` (checkpoint averaging; 0: keep none)
     valid_bleu_sample: int = 200  # sentences of the validation set decoded for BLEU (0: none)
     early_stopping_patience: int = 10  # validations without improvement of the validation loss
     log_every: int = 50
@@ -165,6 +167,7 @@ class TrainConfig:
         _check_range("train.max_steps", self.max_steps, 1, None)
         if self.save_every is not None:
             _check_range("train.save_every", self.save_every, 1, None)
+        _check_range("train.keep_checkpoints", self.keep_checkpoints, 0, None)
         if self.batch_size is not None:
             _check_range("train.batch_size", self.batch_size, 1, None)
 

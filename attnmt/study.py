@@ -51,6 +51,7 @@ from typing import Any, Iterator, Literal, Optional
 import numpy as np
 import yaml
 
+from attnmt.checkpoint import checkpoint_path
 from attnmt.config import PATH_FIELDS, Config, _build, _check_range, _coerce, config_from_dict, config_to_dict
 from attnmt.errors import UserError
 
@@ -604,8 +605,7 @@ def _train_log_summary(model_dir: Path) -> dict:
 
 def _eval_key(run: Run, data: StudyData, study: Study) -> str:
     """Changes whenever the evaluation of a run would change: checkpoint, test data, settings."""
-    checkpoint = run.model_dir / "checkpoints" / "best.pt"
-    checkpoint = checkpoint if checkpoint.is_file() else run.model_dir / "checkpoints" / "last.pt"
+    checkpoint = checkpoint_path(run.model_dir, "best")
     stat = checkpoint.stat()
     settings = {"evaluation": dataclasses.asdict(study.evaluation), "alignment": dataclasses.asdict(study.alignment),
                 "checkpoint": [str(checkpoint), stat.st_size, stat.st_mtime_ns], "data": data.fingerprint,

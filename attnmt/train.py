@@ -22,7 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnmt.checkpoint import load_checkpoint, load_weights, remove_stale_temporaries, save_checkpoint
+from attnmt.checkpoint import (keep_checkpoint, load_checkpoint, load_weights, remove_stale_temporaries,
+                               save_checkpoint)
 from attnmt.config import Config, config_to_dict, save_config
 from attnmt.data.batching import Batch, batch_by_sentences, collate, token_batches
 from attnmt.data.dataset import (ParallelData, TextProcessor, build_processors, encode_pairs, load_processors,
@@ -373,6 +374,8 @@ def _train(config: Config, model_dir: Path, resume: bool, quiet: bool, device: t
         payload = checkpoint_payload(model, optimizer, scheduler, state, config, len(src_proc.vocab),
                                      len(tgt_proc.vocab))
         save_checkpoint(payload, ckpt_dir / f"{name}.pt")
+        if name == "last" and t.keep_checkpoints:
+            keep_checkpoint(payload, ckpt_dir, state.step, t.keep_checkpoints)
 
     def validate() -> dict:
         record: dict = {}

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from attnmt.checkpoint import load_checkpoint, load_weights
+from attnmt.checkpoint import checkpoint_path, load_checkpoint, load_weights
 from attnmt.config import Config, load_config
 from attnmt.data.batching import collate, token_batches
 from attnmt.data.dataset import TextProcessor, load_processors
@@ -155,9 +155,7 @@ def load(model_dir: str | Path, checkpoint: str = "best", device: str = "cpu", i
                         "`attnmt train` wrote")
     config = load_config(model_dir / "config.yaml")
     src, tgt = load_processors(model_dir)
-    path = model_dir / "checkpoints" / f"{checkpoint}.pt"
-    if checkpoint == "best" and not path.is_file():
-        path = model_dir / "checkpoints" / "last.pt"
+    path = checkpoint_path(model_dir, checkpoint)
     payload = load_checkpoint(path, config.model.type)
     model = build_model(config.model, len(src.vocab), len(tgt.vocab))
     load_weights(model, payload["model"], path)

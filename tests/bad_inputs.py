@@ -290,6 +290,11 @@ CASES: list[Case] = [
          lambda ws: translate(ws.config_yaml("hidden_size: 48", "hidden_size: 40"), in_txt(ws))),
     Case("checkpoint", "weights of another architecture under the right name",
          lambda ws: translate(ws.best_payload(lambda p: p["model"].pop(sorted(p["model"])[0])), in_txt(ws))),
+    Case("checkpoint", "`--checkpoint` names one the folder does not have",
+         lambda ws: translate(ws.model, in_txt(ws), "--checkpoint", "averaged")),
+    Case("checkpoint", "`--checkpoint` is a path", lambda ws: translate(ws.model, in_txt(ws), "--checkpoint", "../x")),
+    Case("checkpoint", "`average` a folder that kept no step checkpoints", lambda ws: ["average", "--model",
+                                                                                      str(ws.model)]),
     # --- translate -------------------------------------------------------------------------------
     Case("translate", "input file does not exist", lambda ws: translate(ws.model, ws.root / "missing.txt")),
     Case("translate", "input is a folder", lambda ws: translate(ws.model, ws.root)),
