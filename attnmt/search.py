@@ -163,9 +163,9 @@ def greedy_search(model, src: Tensor, src_len: Tensor, max_len_a: float = 1.5, m
         for step in range(int(max_lens.max()) + 1):
             log_probs, state, alpha = model.decode_step(y_prev, state, enc)
             log_probs = _prepare_log_probs(log_probs, max_lens[sent] == step)
-            # the same top-1 over (cum + log probs) as beam search's top-K, so beam 1 == greedy exactly
-            cum, tok = (cum.unsqueeze(1) + log_probs).topk(1, dim=1)
-            cum, tok = cum.squeeze(1), tok.squeeze(1)
+            # the same selection as beam search's (the best of the row, then added), so beam 1 == greedy exactly
+            best, tok = log_probs.max(dim=1)
+            cum = cum + best
             tokens = torch.cat([tokens, tok.unsqueeze(1)], dim=1)
             if alpha is not None:
                 rows = alpha.unsqueeze(1).float()
@@ -251,12 +251,18 @@ def beam_search(model, src: Tensor, src_len: Tensor, beam_size: int = 5, n_best:
             log_probs = _prepare_log_probs(log_probs, at_max_len)
             vocab = log_probs.size(1)
 
-            # the K best expansions of each sentence's live hypotheses (dead rows hold -inf)
-            candidates = (cum.view(-1, 1) + log_probs).view(n, K * vocab)
-            cum, flat = candidates.topk(K, dim=1)  # [n, K], best first
-            tok = flat % vocab
-            parent = (torch.arange(n, device=device) * K).unsqueeze(1) + flat // vocab  # rows of this step
-            parent, tok = parent.view(-1), tok.view(-1)
+            # The K best expansions of each sentence's live hypotheses (dead rows hold -inf). A row adds
+            # one constant (its cum) to all its log probs, so they are among the K best of each row:
+            # ranking rows first spares adding cum to, and ranking, all n*K*V scores.
+            per_row = min(K, vocab)
+            if per_row == 1:  # greedy's selection, exactly (topk and max may break ties differently)
+                row_lp, row_tok = (t.unsqueeze(1) for t in log_probs.max(dim=1))
+            else:
+                row_lp, row_tok = log_probs.topk(per_row, dim=1)  # [n*K, per_row]
+            candidates = (cum.view(-1, 1) + row_lp).view(n, K * per_row)
+            cum, pick = candidates.topk(K, dim=1)  # [n, K], best first
+            tok = row_tok.view(n, K * per_row).gather(1, pick).view(-1)
+            parent = ((torch.arange(n, device=device) * K).unsqueeze(1) + pick // per_row).view(-1)  # rows
             tokens = torch.cat([tokens.index_select(0, parent), tok.unsqueeze(1)], dim=1)
             if alpha is not None:
                 rows = alpha.index_select(0, parent).unsqueeze(1).float()

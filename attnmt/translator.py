@@ -123,23 +123,30 @@ def quantize_int8(model: nn.Module) -> nn.Module:
 
     For decoding on a CPU, where the output layer's matrix product dominates: int8 products run about
     twice as fast as float32 ones (fbgemm/oneDNN, AVX2 and up), at the same BLEU
-    (benchmarks/rnn256.py measures both). Quantized: every nn.Linear, and the decoder's recurrent
-    step (its matrices are copied into linear layers first). Embeddings, the encoder RNN and
-    attention's elementwise work stay float32.
+    (benchmarks/rnn256.py measures both). Quantized: every nn.Linear with more than one output, the
+    decoder's recurrent step (its matrices are copied into linear layers first) and the encoder's
+    LSTM/GRU. Embeddings and attention's elementwise work stay float32, and so does the score vector
+    v of additive attention: quantizing its [B,S,A] input at every step costs more than its
+    one-column product saves.
     """
-    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+    from torch.ao.quantization import default_dynamic_qconfig, per_channel_dynamic_qconfig, quantize_dynamic
 
-    from attnmt.models.encoders import StackedRNN
+    from attnmt.models.encoders import RNNEncoder, StackedRNN
 
     model = copy.deepcopy(model)
-    for module in model.modules():
+    spec = {}
+    for name, module in model.named_modules():
         if isinstance(module, StackedRNN):
             module.int8_step = module.step_linears()
+        elif isinstance(module, RNNEncoder):
+            spec[f"{name}.rnn"] = default_dynamic_qconfig  # torch.ao's int8 RNNs take per-tensor weights only
+    spec.update({name: per_channel_dynamic_qconfig for name, module in model.named_modules()
+                 if isinstance(module, nn.Linear) and module.out_features > 1})
     with warnings.catch_warnings():
         # torch.ao's dynamic quantization is deprecated in favour of torchao, whose int8 path on a
         # CPU is, as of torchao 0.18, far slower than float32: this one is still the fast one.
         warnings.filterwarnings("ignore", message=r".*(is deprecated|are deprecated)")
-        return quantize_dynamic(model, {nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8, inplace=True)
+        return quantize_dynamic(model, spec, dtype=torch.qint8, inplace=True)
 
 
 def load(model_dir: str | Path, checkpoint: str = "best", device: str = "cpu", int8: bool = False) -> Translator:

@@ -2,6 +2,7 @@
 
     python benchmarks/translation.py configs/multi30k_de_en_rnnsearch.yaml --max-time 1800 --threads 1
     python benchmarks/translation.py configs/multi30k_de_en_rnnsearch.yaml --model-dir models/m30k --reuse
+    python benchmarks/translation.py CONFIG --model-dir DIR --reuse --average-last 5 --out results/NAME_avg5.json
 
 Writes benchmarks/results/<config name>.json: how the model was trained (steps, epochs, wall time,
 stop reason, best validation perplexity, from the model folder's train_log.jsonl), then, for greedy
@@ -36,6 +37,11 @@ def main() -> int:
     parser.add_argument("--threads", type=int, help="torch threads for training (train.threads)")
     parser.add_argument("--device", default="cpu", help="train and decode here (cpu or cuda)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="more config overrides")
+    parser.add_argument("--checkpoint", default="best",
+                        help="the checkpoint to score: best, last, averaged (attnmt average), stepN")
+    parser.add_argument("--average-last", type=int, metavar="N",
+                        help="first average the newest N kept checkpoints into checkpoints/averaged.pt "
+                             "(as `attnmt average --last N --overwrite`), then score that")
     parser.add_argument("--beams", default="1,5", help="comma-separated beam sizes to evaluate (1 = greedy)")
     parser.add_argument("--align-src"), parser.add_argument("--align-tgt"), parser.add_argument("--align-gold")
     parser.add_argument("--out", help="JSON result path (default benchmarks/results/<config name>.json)")
@@ -57,7 +63,13 @@ def main() -> int:
 
     from attnmt.translator import load
 
-    translator = load(model_dir, device=args.device)
+    checkpoint = args.checkpoint
+    if args.average_last:
+        from attnmt.checkpoint import average_last
+
+        average_last(model_dir, last=args.average_last, model_type=config.model.type, overwrite=True)
+        checkpoint = "averaged"
+    translator = load(model_dir, checkpoint=checkpoint, device=args.device)
     # A config with one corpus file holds its test pairs out into the model folder (data.test_size).
     test_src = config.data.test_src or str(model_dir / "test.src")
     test_tgt = config.data.test_tgt or str(model_dir / "test.tgt")
@@ -85,7 +97,8 @@ def main() -> int:
         print(f"{config.name} beam {beam}: BLEU {cased.bleu:.2f} (lowercased {lower.bleu:.2f}, tokenized "
               f"lowercased {tok_lc.bleu:.2f}), "
               f"chrF {cased.chrf:.2f}, decoding {seconds:.1f} s", flush=True)
-    result = {"config": args.config, "overrides": overrides, "model_dir": str(model_dir),
+    result = {"config": args.config, "overrides": overrides, "model_dir": str(model_dir), "checkpoint": checkpoint,
+              "averaged_last": args.average_last,
               "test": {"src": test_src, "ref": test_tgt},
               "training": training_summary(model_dir), "evaluation": evaluations}
     if args.align_gold:
@@ -94,7 +107,8 @@ def main() -> int:
         from attnmt.align import align_files
 
         started = time.perf_counter()
-        aligned = align_files(model_dir, args.align_src, args.align_tgt, gold_path=args.align_gold, baseline=True)
+        aligned = align_files(model_dir, args.align_src, args.align_tgt, gold_path=args.align_gold, baseline=True,
+                              checkpoint=checkpoint)
         result["alignment"] = {"gold": args.align_gold, "seconds": round(time.perf_counter() - started, 1),
                                **{method: asdict(scores) for method, scores in aligned.scores.items()}}
         print("alignment AER: " + ", ".join(f"{m} {s.aer:.3f}" for m, s in aligned.scores.items()))

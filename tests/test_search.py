@@ -397,11 +397,12 @@ def test_stopping_rule_with_negative_length_penalty():
 def test_settled_sentences_leave_the_batch():
     table = torch.full((2, 1, VOCAB, VOCAB), -8.0)
     table[0, 0, :, EOS_ID] = -0.001  # sentence 0 ends at once
-    table[1, 0, :, 4] = -0.001  # sentence 1 never chooses EOS before its maximum length
+    table[1, 0, :, 4] = -0.001  # sentence 1 never chooses EOS before its maximum length, and
+    table[1, 0, :, EOS_ID] = -20.0  # under the length penalty its longest output is also its best
     src, src_len = torch.tensor([[0, 0], [1, 1]]), torch.tensor([2, 2])
 
     model = TableModel(table)
-    results = beam_search(model, src, src_len, beam_size=3, length_penalty=0.0, max_len_a=0.0, max_len_b=5)
+    results = beam_search(model, src, src_len, beam_size=3, length_penalty=1.0, max_len_a=0.0, max_len_b=5)
     assert results[0][0].tokens == [] and results[1][0].tokens == [4] * 5
     assert model.rows_per_step == [6] + [3] * 5
 

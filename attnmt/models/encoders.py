@@ -96,14 +96,17 @@ class StackedRNN(nn.Module):
         new = {}
         int8 = self.int8_step
         for layer in range(self.num_layers):
-            w_ih, w_hh, b_ih, b_hh = (getattr(self.rnn, f"{name}_l{layer}")
-                                      for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"))
             h = state[f"h{layer}"]
-            if layer == 0 and known_gates is not None:
-                gates_x = known_gates if x is None else known_gates + F.linear(x, w_rest)
+            if int8 is not None:
+                gates_x, gates_h = int8[2 * layer](x), int8[2 * layer + 1](h)
             else:
-                gates_x = F.linear(x, w_ih, b_ih) if int8 is None else int8[2 * layer](x)
-            gates_h = F.linear(h, w_hh, b_hh) if int8 is None else int8[2 * layer + 1](h)
+                w_ih, w_hh, b_ih, b_hh = (getattr(self.rnn, f"{name}_l{layer}")
+                                          for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"))
+                if layer == 0 and known_gates is not None:
+                    gates_x = known_gates if x is None else known_gates + F.linear(x, w_rest)
+                else:
+                    gates_x = F.linear(x, w_ih, b_ih)
+                gates_h = F.linear(h, w_hh, b_hh)
             if self.is_lstm:
                 gates = gates_x + gates_h
                 i, f, g, o = gates.chunk(4, dim=-1)
