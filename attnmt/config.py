@@ -112,6 +112,9 @@ class ModelConfig:
         _check_range("model.dropout", self.dropout, 0.0, 0.99)
         if self.enc_hidden_size is not None:
             _check_range("model.enc_hidden_size", self.enc_hidden_size, 1, None)
+            if self.type == "seq2seq" and self.enc_hidden_size != self.hidden_size:
+                raise UserError("config: model.enc_hidden_size applies to rnnsearch; seq2seq hands the encoder's "
+                                "final state to a decoder of the same size: remove it or set it to hidden_size")
         if self.d_model % self.n_heads:
             raise UserError(
                 f"config: model.d_model={self.d_model} is not divisible by model.n_heads={self.n_heads}; "

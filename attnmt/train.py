@@ -11,6 +11,7 @@ import json
 import math
 import os
 import signal
+import statistics
 import sys
 import time
 from contextlib import contextmanager
@@ -176,18 +177,23 @@ def training_summary(model_dir: str | Path) -> dict:
     """What a model folder's train_log.jsonl says of its last training run (resumed parts included).
 
     Keys, where logged: parameters, train_pairs, device, precision, validations (step, ppl, lr, bleu),
-    best_valid_ppl, epochs, steps, stop_reason, wall_s. Empty if the folder has no log.
+    best_valid_ppl, tgt_tokens_per_s_median (of the log_every reports, the first one, warm-up, left out),
+    epochs, steps, stop_reason, wall_s. Empty if the folder has no log.
     """
     log = Path(model_dir) / "train_log.jsonl"
     if not log.is_file():
         return {}
     summary: dict = {"validations": []}
+    speeds: list[float] = []
     for line in log.read_text(encoding="utf-8").splitlines():
         record = json.loads(line)
         event = record.get("event")
         if event == "start" and not record.get("step"):  # a fresh run (a resumed one starts at its step)
             summary = {"validations": [], **{k: record[k] for k in ("parameters", "train_pairs", "device",
                                                                         "precision") if k in record}}
+            speeds = []
+        elif event == "train":
+            speeds.append(record["tgt_tokens_per_s"])
         elif event == "valid":
             summary["validations"].append({k: record[k] for k in ("step", "ppl", "lr", "bleu") if k in record})
         elif event == "end":
@@ -196,6 +202,8 @@ def training_summary(model_dir: str | Path) -> dict:
                 summary["epochs"] = record["epoch"]
     if summary["validations"]:
         summary["best_valid_ppl"] = min(v["ppl"] for v in summary["validations"])
+    if speeds[1:]:
+        summary["tgt_tokens_per_s_median"] = round(statistics.median(speeds[1:]), 1)
     return summary
 
 

@@ -148,7 +148,7 @@ def main() -> int:
             for name, dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16))}
     print(f"matrix products on {args.device} ({args.threads} CPU threads): {peak} GFLOP/s", flush=True)
 
-    from attnmt.train import train
+    from attnmt.train import train, training_summary
     from attnmt.translator import load
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -160,10 +160,8 @@ def main() -> int:
         result = train(config, model_dir, quiet=True)
         if args.keep_model:
             shutil.copytree(model_dir, args.keep_model, dirs_exist_ok=True)
-        events = [json.loads(line) for line in (model_dir / "train_log.jsonl").read_text(encoding="utf-8").splitlines()]
-        speeds = sorted(e["tgt_tokens_per_s"] for e in events if e.get("event") == "train")[1:]  # first: warm-up
-        median_speed = speeds[len(speeds) // 2] if speeds else 0.0
-        path = next(e["precision"] for e in events if e.get("event") == "start")
+        summary = training_summary(model_dir)
+        median_speed, path = summary.get("tgt_tokens_per_s_median", 0.0), summary["precision"]
         translator = load(model_dir, checkpoint="last", device=args.device)
         torch.set_num_threads(args.threads)
         flops = flops_per_target_token(translator, data)

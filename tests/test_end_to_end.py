@@ -33,6 +33,9 @@ def test_training_summary_reads_the_log(tiny_model, tmp_path):
     assert summary["precision"] == "fp32" and summary["device"] == "cpu" and summary["train_pairs"] > 500
     assert [v["step"] for v in summary["validations"]] == [r["step"] for r in valid]
     assert summary["best_valid_ppl"] == min(r["ppl"] for r in valid)
+    speeds = [r["tgt_tokens_per_s"] for r in log_events(tiny_model, "train")]
+    assert len(speeds) == 12  # log_every 10 of 120 steps; the first (warm-up) is left out of the median
+    assert summary["tgt_tokens_per_s_median"] == pytest.approx(sorted(speeds[1:])[5], abs=0.1)
     assert training_summary(tmp_path) == {}  # a folder without a log
 
 

@@ -16,9 +16,6 @@ def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> n
     common = dict(src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size)
     try:
         if cfg.type == "seq2seq":
-            if cfg.enc_hidden_size not in (None, cfg.hidden_size):
-                raise ValueError("enc_hidden_size applies to rnnsearch; seq2seq hands the encoder's final state to a "
-                                 "decoder of the same size (hidden_size)")
             return Seq2Seq(**common, emb_size=cfg.emb_size, hidden_size=cfg.hidden_size, enc_layers=cfg.enc_layers,
                            dec_layers=cfg.dec_layers, cell=cfg.cell, dropout=cfg.dropout,
                            reverse_source=cfg.reverse_source, tie_embeddings=cfg.tie_embeddings)
