@@ -27,7 +27,7 @@ from attnmt.checkpoint import (keep_checkpoint, load_checkpoint, load_weights, r
                                save_checkpoint)
 from attnmt.config import Config, config_to_dict, save_config
 from attnmt.data.batching import Batch, batch_by_sentences, collate, token_batches
-from attnmt.data.dataset import (ParallelData, TextProcessor, build_processors, encode_pairs, load_processors,
+from attnmt.data.dataset import (ParallelData, build_processors, encode_pairs, load_processors,
                                  read_split, synthetic_splits)
 from attnmt.data.split import split_held_out
 from attnmt.data.vocab import PAD_ID
