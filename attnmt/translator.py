@@ -123,25 +123,22 @@ def quantize_int8(model: nn.Module) -> nn.Module:
 
     For decoding on a CPU, where the output layer's matrix product dominates: int8 products run about
     twice as fast as float32 ones (fbgemm/oneDNN, AVX2 and up), at the same BLEU
-    (benchmarks/rnn256.py measures both). Quantized: every nn.Linear with more than one output, the
-    decoder's recurrent step (its matrices are copied into linear layers first) and the encoder's
-    LSTM/GRU. Embeddings and attention's elementwise work stay float32, and so does the score vector
-    v of additive attention: quantizing its [B,S,A] input at every step costs more than its
-    one-column product saves.
+    (benchmarks/rnn256.py measures both). Quantized: every nn.Linear with more than one output and the
+    decoder's recurrent step (its matrices are copied into linear layers first). Float32 stay the
+    embeddings, attention's elementwise work, the score vector v of additive attention (quantizing
+    its [B,S,A] input at every step makes it 3x slower, measured) and the encoder's RNN (torch.ao's
+    int8 LSTM ran no faster than the float32 one here: short sequences, small matrices).
     """
-    from torch.ao.quantization import default_dynamic_qconfig, per_channel_dynamic_qconfig, quantize_dynamic
+    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
 
-    from attnmt.models.encoders import RNNEncoder, StackedRNN
+    from attnmt.models.encoders import StackedRNN
 
     model = copy.deepcopy(model)
-    spec = {}
-    for name, module in model.named_modules():
+    for module in model.modules():
         if isinstance(module, StackedRNN):
             module.int8_step = module.step_linears()
-        elif isinstance(module, RNNEncoder):
-            spec[f"{name}.rnn"] = default_dynamic_qconfig  # torch.ao's int8 RNNs take per-tensor weights only
-    spec.update({name: per_channel_dynamic_qconfig for name, module in model.named_modules()
-                 if isinstance(module, nn.Linear) and module.out_features > 1})
+    spec = {name: per_channel_dynamic_qconfig for name, module in model.named_modules()
+            if isinstance(module, nn.Linear) and module.out_features > 1}
     with warnings.catch_warnings():
         # torch.ao's dynamic quantization is deprecated in favour of torchao, whose int8 path on a
         # CPU is, as of torchao 0.18, far slower than float32: this one is still the fast one.

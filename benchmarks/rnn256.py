@@ -2,6 +2,7 @@
 
     python benchmarks/rnn256.py [--multi30k ../shared/data/multi30k] [--seconds 240] [--threads 2]
     python benchmarks/rnn256.py --device cuda --precision bf16 --out benchmarks/results/rnn256_cuda_bf16.json
+    python benchmarks/rnn256.py --reuse models/rnn256_luong --out ...   # decoding of a kept model, no training
 
 The recipe of ../shared/peers (OpenNMT-py, fairseq, JoeyNMT): text lowercased with punctuation split
 off, word vocabularies of at most 10,000 per side (min frequency 2), a 1-layer bidirectional LSTM
@@ -36,7 +37,7 @@ from common import tokenize_lowercase, write_result  # noqa: E402
 
 import torch  # noqa: E402
 
-from attnmt.config import config_from_dict  # noqa: E402
+from attnmt.config import config_from_dict, load_config  # noqa: E402
 from attnmt.evaluate import corpus_scores  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -139,6 +140,9 @@ def main() -> int:
     parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "auto"], help="train.precision")
     parser.add_argument("--out", help="JSON result path (default benchmarks/results/rnn256.json)")
     parser.add_argument("--keep-model", help="copy the trained model folder here (default: dropped)")
+    parser.add_argument("--reuse", metavar="MODEL_DIR",
+                        help="do not train: measure a model folder kept by an earlier run (--keep-model); the "
+                             "training numbers are that run's")
     args = parser.parse_args()
     import yaml
 
@@ -155,11 +159,15 @@ def main() -> int:
         data, model_dir = Path(tmp) / "data", Path(tmp) / "model"
         data.mkdir()
         prepare(Path(args.multi30k), data)
-        config = config_from_dict(recipe(data, args.seconds, args.threads, args.enc_hidden, model, args.device,
-                                         args.precision))
-        result = train(config, model_dir, quiet=True)
-        if args.keep_model:
-            shutil.copytree(model_dir, args.keep_model, dirs_exist_ok=True)
+        if args.reuse:  # measure a model this script trained before (--keep-model), without training
+            model_dir = Path(args.reuse)
+            config = load_config(model_dir / "config.yaml")
+        else:
+            config = config_from_dict(recipe(data, args.seconds, args.threads, args.enc_hidden, model, args.device,
+                                             args.precision))
+            train(config, model_dir, quiet=True)
+            if args.keep_model:
+                shutil.copytree(model_dir, args.keep_model, dirs_exist_ok=True)
         summary = training_summary(model_dir)
         median_speed, path = summary.get("tgt_tokens_per_s_median", 0.0), summary["precision"]
         translator = load(model_dir, checkpoint="last", device=args.device)
@@ -175,9 +183,11 @@ def main() -> int:
     achieved = median_speed * flops / 1e9
     payload = {
         "recipe": "rnn-256 of ../shared/peers (see this script's docstring)",
-        "model": {"enc_hidden_size_per_direction": args.enc_hidden, "hidden_size": 256, "emb_size": 256, **model},
-        "training": {"seconds": args.seconds, "threads": args.threads, "steps": result.state.step,
-                     "epochs": result.state.epoch, "parameters": parameters,
+        "model": {"enc_hidden_size_per_direction": config.model.enc_hidden_size, "hidden_size": config.model.hidden_size,
+                  "emb_size": config.model.emb_size, "attention": config.model.attention,
+                  "input_feeding": config.model.input_feeding},
+        "training": {"seconds": config.train.max_time_s, "threads": config.train.threads, "steps": summary["steps"],
+                     "epochs": summary.get("epochs"), "parameters": parameters, "reused": args.reuse,
                      "tgt_tokens_per_s_median": round(median_speed), "device": args.device, "path": path},
         "flops_per_tgt_token": round(flops),
         "achieved_gflops": round(achieved, 1),

@@ -15,7 +15,7 @@ def _sentences(corpus, n=40):
     return (corpus / "test.src").read_text(encoding="utf-8").splitlines()[:n]
 
 
-def test_int8_replaces_the_linear_layers_the_recurrent_step_and_the_encoder_rnn(tiny_model):
+def test_int8_replaces_the_linear_layers_and_the_recurrent_step(tiny_model):
     from attnmt.models.encoders import StackedRNN
 
     fp32, int8 = load(tiny_model), load(tiny_model, int8=True)
@@ -27,7 +27,6 @@ def test_int8_replaces_the_linear_layers_the_recurrent_step_and_the_encoder_rnn(
     step_matrices = sum(2 * m.num_layers for m in fp32.model.modules() if isinstance(m, StackedRNN))
     assert step_matrices > 0
     assert len(quantized) == len(linears) - len(kept) + step_matrices
-    assert isinstance(int8.model.encoder.rnn, torch.ao.nn.quantized.dynamic.LSTM)
     assert all(m.int8_step is None for m in fp32.model.modules() if isinstance(m, StackedRNN))
     # the float32 model of another load is untouched
     assert all(p.dtype == torch.float32 for p in fp32.model.parameters())
