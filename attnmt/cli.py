@@ -156,14 +156,11 @@ def cmd_align(args) -> None:
 
 def cmd_average(args) -> None:
     from attnmt.checkpoint import average_last
-    from attnmt.config import load_config
+    from attnmt.translator import model_config
 
     model_dir = Path(args.model)
-    if not (model_dir / "config.yaml").is_file():
-        raise UserError(f"{model_dir} is not an attnmt model folder (no config.yaml); pass the folder that "
-                        "`attnmt train` wrote")
-    out, averaged = average_last(model_dir, last=args.last, name=args.name,
-                                 model_type=load_config(model_dir / "config.yaml").model.type, overwrite=args.overwrite)
+    out, averaged = average_last(model_dir, last=args.last, name=args.name, model_type=model_config(model_dir).model.type,
+                                 overwrite=args.overwrite)
     print(f"{out}: the mean of {', '.join(p.stem for p in averaged)}; use it with --checkpoint {args.name}")
 
 

@@ -146,6 +146,14 @@ def quantize_int8(model: nn.Module) -> nn.Module:
         return quantize_dynamic(model, spec, dtype=torch.qint8, inplace=True)
 
 
+def model_config(model_dir: Path):
+    """The config.yaml of a model folder written by `attnmt train`; a UserError if there is none."""
+    if not (model_dir / "config.yaml").is_file():
+        raise UserError(f"{model_dir} is not an attnmt model folder (no config.yaml); pass the folder that "
+                        "`attnmt train` wrote")
+    return load_config(model_dir / "config.yaml")
+
+
 def load(model_dir: str | Path, checkpoint: str = "best", device: str = "cpu", int8: bool = False) -> Translator:
     """Load a trained model folder (as written by `attnmt train`) for translation.
 
@@ -154,10 +162,7 @@ def load(model_dir: str | Path, checkpoint: str = "best", device: str = "cpu", i
     if int8 and device != "cpu":
         raise UserError(f"int8 decoding runs on a CPU only, not on {device}; drop --int8 or use the CPU")
     model_dir = Path(model_dir)
-    if not (model_dir / "config.yaml").is_file():
-        raise UserError(f"{model_dir} is not an attnmt model folder (no config.yaml); pass the folder that "
-                        "`attnmt train` wrote")
-    config = load_config(model_dir / "config.yaml")
+    config = model_config(model_dir)
     src, tgt = load_processors(model_dir)
     path = checkpoint_path(model_dir, checkpoint)
     payload = load_checkpoint(path, config.model.type)
