@@ -158,10 +158,15 @@ class RNNEncoder(nn.Module):
 
     def forward(self, src: Tensor, src_len: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
         x = self.dropout(self.embed(src))
-        # Packing makes the final state that of each sentence's last real token, not of padding.
-        packed = pack_padded_sequence(x, src_len.cpu(), batch_first=True, enforce_sorted=False)
-        out, hidden = self.rnn(packed)
-        h, _ = pad_packed_sequence(out, batch_first=True, total_length=src.size(1))
+        if bool((src_len == src.size(1)).all()):
+            # No padding (length-sorted batches are mostly like this): the same result without
+            # packing, whose CPU backward zero-fills a full-size gradient at every time step.
+            h, hidden = self.rnn(x)
+        else:
+            # Packing makes the final state that of each sentence's last real token, not of padding.
+            packed = pack_padded_sequence(x, src_len.cpu(), batch_first=True, enforce_sorted=False)
+            out, hidden = self.rnn(packed)
+            h, _ = pad_packed_sequence(out, batch_first=True, total_length=src.size(1))
         states = {"h": hidden[0], "c": hidden[1]} if self.is_lstm else {"h": hidden}
         return h, {k: self._per_layer(v) for k, v in states.items()}
 
