@@ -86,8 +86,9 @@ class AdditiveAttention(nn.Module):
         """
         if projected_keys is None:
             projected_keys = self.project_keys(keys)
-        # tanh in place on the sum: the [B,S,A] tensor is the largest of the step, one copy of it is enough
-        e = self.v((self.W_s(query).unsqueeze(1) + projected_keys).tanh_()).squeeze(-1)  # [B,S]
+        # tanh in place on the sum: the [B,S,A] tensor is the largest of the step, one copy of it is enough.
+        # v^T as a matrix-vector product: its backward is cheaper than a one-column nn.Linear's.
+        e = torch.matmul((self.W_s(query).unsqueeze(1) + projected_keys).tanh_(), self.v.weight[0])  # [B,S]
         alpha = masked_softmax(e, mask)
         return _context(alpha, values), alpha
 
@@ -135,7 +136,7 @@ class LuongAttention(nn.Module):
         if projected_keys is None:
             projected_keys = self.project_keys(keys)
         if self.method == "concat":
-            e = self.v_a((self.W_q(query).unsqueeze(1) + projected_keys).tanh_()).squeeze(-1)
+            e = torch.matmul((self.W_q(query).unsqueeze(1) + projected_keys).tanh_(), self.v_a.weight[0])
         else:  # dot and general: h_t^T (projected h_s)
             e = torch.bmm(projected_keys, query.unsqueeze(-1)).squeeze(-1)
         alpha = masked_softmax(e, mask)
