@@ -28,8 +28,8 @@ class DemoSettings:
     Training stops after a fixed number of steps, not seconds, so that the demo's figures are the
     same on every machine (benchmarks/demo.py measures how long it takes). The cells follow the
     papers: Sutskever et al. used LSTMs, Bahdanau et al. gated recurrent units. seq2seq's steps are
-    cheaper (no attention) and it gets 2.5 times as many, so that its fall with length is not a lack
-    of training (3,000 steps at lr 3e-3 gave the same curve).
+    cheaper (no attention) and it gets more of them (2.5 times as many in the full demo), so that its
+    fall with length is not a lack of training (3,000 steps at lr 3e-3 gave the same curve).
     """
 
     n_train: int = 24000
