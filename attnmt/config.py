@@ -58,10 +58,14 @@ class DataConfig:
     max_vocab: Optional[int] = None  # word tokenizer: keep at most this many tokens per side
     min_freq: int = 1  # word tokenizer: drop rarer tokens (they become <unk>)
     max_len: int = 100  # training pairs with a longer side (in tokens) are dropped and counted
+    # This fraction of the training pairs is added again with the source's final punctuation removed
+    # (attnmt/data/augment.py): for corpora whose sentences always end in punctuation, like Tatoeba.
+    drop_final_punct: float = 0.0
 
     def __post_init__(self) -> None:
         _check_range("data.vocab_size", self.vocab_size, 8, None)
         _check_range("data.max_len", self.max_len, 1, None)
+        _check_range("data.drop_final_punct", self.drop_final_punct, 0.0, 1.0)
         _check_range("data.min_freq", self.min_freq, 1, None)
         _check_range("data.synthetic_min_len", self.synthetic_min_len, 2, None)
         _check_range("data.synthetic_max_len", self.synthetic_max_len, self.synthetic_min_len, None)

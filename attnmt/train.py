@@ -26,6 +26,7 @@ from torch import nn
 from attnmt.checkpoint import (keep_checkpoint, load_checkpoint, load_weights, remove_stale_temporaries,
                                save_checkpoint)
 from attnmt.config import Config, config_to_dict, save_config
+from attnmt.data.augment import add_unpunctuated
 from attnmt.data.batching import Batch, batch_by_sentences, collate, token_batches
 from attnmt.data.dataset import (ParallelData, build_processors, encode_pairs, load_processors,
                                  read_split, synthetic_splits)
@@ -117,6 +118,10 @@ def load_data(config: Config, model_dir: Path, resume: bool, log: "RunLog", worl
                 if held and world.is_main:  # for `attnmt evaluate --src MODEL/test.src --ref MODEL/test.tgt`
                     for side, k in (("src", 0), ("tgt", 1)):
                         (model_dir / f"{name}.{side}").write_text("".join(p[k] + "\n" for p in held), encoding="utf-8")
+    if cfg.drop_final_punct:
+        before = len(train_pairs)
+        train_pairs = add_unpunctuated(train_pairs, cfg.drop_final_punct, config.train.seed)
+        log.event("data", split="train", augmented_without_final_punctuation=len(train_pairs) - before)
     if resume:
         src_proc, tgt_proc = load_processors(model_dir)
     else:

@@ -22,6 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import write_result  # noqa: E402
 
+from attnmt.data.augment import strip_final_punctuation  # noqa: E402
 from attnmt.data.corpus import read_parallel  # noqa: E402
 from attnmt.evaluate import corpus_scores  # noqa: E402
 from attnmt.translator import load  # noqa: E402
@@ -30,7 +31,6 @@ SAMPLES = ["我爱你", "我爱你。", "我爱您。", "你好。", "谢谢你�
            "他是我的朋友。", "今天天气很好。", "我明天要去北京。", "他每天早上七点起床。",
            "这本书是我昨天在书店买的。"]
 LONG = "我已经告诉汤姆他不能去玛丽的聚会了。"  # line 930 of the held-out test.src (train.seed 1)
-FINAL_PUNCTUATION = re.compile(r"[。！？!?.，,…~]+$")
 REPEAT = re.compile(r"\b(\w+)\s+\1\b", re.IGNORECASE)
 
 
@@ -43,7 +43,7 @@ def measure(model_dir: Path) -> dict:
     translator = load(model_dir)
     pairs = read_parallel(model_dir / "test.src", model_dir / "test.tgt")
     sources, references = [s for s, _ in pairs], [r for _, r in pairs]
-    stripped = [FINAL_PUNCTUATION.sub("", s) for s in sources]
+    stripped = [strip_final_punctuation(s) for s in sources]
     test = {}
     for name, inputs in (("as_is", sources), ("final_punctuation_removed", stripped)):
         outputs = [t.text for t in translator.translate(inputs)]

@@ -1,0 +1,59 @@
+"""data.drop_final_punct: training pairs added again without the source's final punctuation."""
+
+import json
+
+import pytest
+
+from attnmt.config import DataConfig
+from attnmt.data.augment import add_unpunctuated, strip_final_punctuation
+from attnmt.errors import UserError
+from attnmt.train import train
+from tests.conftest import tiny_config
+
+PAIRS = [("我爱你。", "I love you."), ("你好", "Hi."), ("他是谁？", "Who is he?"), ("Hi, Tom!", "嗨，汤姆！"),
+         ("。", "."), ("好吧…", "OK...")]
+
+
+@pytest.mark.parametrize("text, stripped", [("我爱你。", "我爱你"), ("真的吗？！", "真的吗"), ("Hi, Tom!", "Hi, Tom"),
+                                            ("Wait ...", "Wait"), ("你好", "你好"), ("他说：“好。”", "他说：“好。”")])
+def test_only_the_final_punctuation_goes(text, stripped):
+    assert strip_final_punctuation(text) == stripped
+
+
+def test_copies_keep_their_target_and_skip_what_would_not_change():
+    augmented = add_unpunctuated(PAIRS, 1.0, seed=1)
+    assert augmented[: len(PAIRS)] == PAIRS
+    assert augmented[len(PAIRS):] == [("我爱你", "I love you."), ("他是谁", "Who is he?"), ("Hi, Tom", "嗨，汤姆！"),
+                                      ("好吧", "OK...")]
+
+
+def test_the_fraction_and_the_seed_choose_the_copies():
+    pairs = [(f"句子{i}。", f"sentence {i}.") for i in range(100)]
+    first = add_unpunctuated(pairs, 0.3, seed=1)
+    assert len(first) == 130 and first == add_unpunctuated(pairs, 0.3, seed=1)
+    assert first[100:] != add_unpunctuated(pairs, 0.3, seed=2)[100:]
+    assert add_unpunctuated(pairs, 0.0, seed=1) == pairs
+
+
+def test_the_fraction_is_checked():
+    with pytest.raises(UserError, match="data.drop_final_punct"):
+        DataConfig(drop_final_punct=1.5)
+
+
+def test_training_adds_and_logs_the_copies(tiny_corpus, tmp_path):
+    config = tiny_config(tiny_corpus, max_steps=2, valid_every=100, valid_bleu_sample=0)
+    config.data.drop_final_punct = 0.5
+    lines = (tiny_corpus / "train.src").read_text(encoding="utf-8").splitlines()
+    (tmp_path / "data").mkdir()
+    for side in ("src", "tgt"):  # a corpus whose sources all end in a full stop
+        text = (tiny_corpus / f"train.{side}").read_text(encoding="utf-8").splitlines()
+        text = [line + " ." for line in text] if side == "src" else text
+        (tmp_path / "data" / f"train.{side}").write_text("\n".join(text) + "\n", encoding="utf-8")
+    config.data.train_src = str(tmp_path / "data" / "train.src")
+    config.data.train_tgt = str(tmp_path / "data" / "train.tgt")
+    train(config, tmp_path / "model", quiet=True)
+    records = [json.loads(line) for line in (tmp_path / "model" / "train_log.jsonl").read_text().splitlines()]
+    added = [r["augmented_without_final_punctuation"] for r in records if "augmented_without_final_punctuation" in r]
+    assert added == [round(0.5 * len(lines))]
+    kept = [r for r in records if r.get("event") == "data" and r.get("split") == "train" and "kept" in r]
+    assert kept[0]["total"] == len(lines) + added[0]
