@@ -159,7 +159,8 @@ def cmd_average(args) -> None:
     from attnmt.translator import model_config
 
     model_dir = Path(args.model)
-    out, averaged = average_last(model_dir, last=args.last, name=args.name, model_type=model_config(model_dir).model.type,
+    model_type = model_config(model_dir).model.type
+    out, averaged = average_last(model_dir, last=args.last, name=args.name, model_type=model_type,
                                  overwrite=args.overwrite)
     print(f"{out}: the mean of {', '.join(p.stem for p in averaged)}; use it with --checkpoint {args.name}")
 

@@ -37,7 +37,7 @@ from common import tokenize_lowercase, write_result  # noqa: E402
 
 import torch  # noqa: E402
 
-from attnmt.config import config_from_dict, load_config  # noqa: E402
+from attnmt.config import config_from_dict  # noqa: E402
 from attnmt.evaluate import corpus_scores  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -153,7 +153,7 @@ def main() -> int:
     print(f"matrix products on {args.device} ({args.threads} CPU threads): {peak} GFLOP/s", flush=True)
 
     from attnmt.train import train, training_summary
-    from attnmt.translator import load
+    from attnmt.translator import load, model_config
 
     with tempfile.TemporaryDirectory() as tmp:
         data, model_dir = Path(tmp) / "data", Path(tmp) / "model"
@@ -161,7 +161,7 @@ def main() -> int:
         prepare(Path(args.multi30k), data)
         if args.reuse:  # measure a model this script trained before (--keep-model), without training
             model_dir = Path(args.reuse)
-            config = load_config(model_dir / "config.yaml")
+            config = model_config(model_dir)
         else:
             config = config_from_dict(recipe(data, args.seconds, args.threads, args.enc_hidden, model, args.device,
                                              args.precision))

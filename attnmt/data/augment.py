@@ -23,6 +23,6 @@ def strip_final_punctuation(text: str) -> str:
 def add_unpunctuated(pairs: list[tuple[str, str]], fraction: float, seed: int) -> list[tuple[str, str]]:
     """``pairs`` followed by copies of ``fraction`` of them (chosen with ``seed``) whose source lost its
     final punctuation; pairs whose source has none, or nothing else, are not copied."""
-    chosen = random.Random(seed).sample(range(len(pairs)), round(fraction * len(pairs)))
-    copies = [(strip_final_punctuation(pairs[i][0]), pairs[i][1]) for i in sorted(chosen)]
-    return pairs + [(src, tgt) for (src, tgt), i in zip(copies, sorted(chosen)) if src and src != pairs[i][0]]
+    chosen = sorted(random.Random(seed).sample(range(len(pairs)), round(fraction * len(pairs))))
+    copies = [(strip_final_punctuation(src), tgt) for src, tgt in (pairs[i] for i in chosen)]
+    return pairs + [copy for copy, i in zip(copies, chosen) if copy[0] and copy[0] != pairs[i][0]]
