@@ -29,7 +29,7 @@ class TinyAttnModel(nn.Module):
     """Embedding + GRUCell decoder with dot attention over random encoder states."""
 
     def __init__(self, vocab: int = 11, hidden: int = 16, seed: int = 0, eos_bias: float = 0.0,
-                 with_attention: bool = True, layout_sensitive: bool = False):
+                 with_attention: bool = True, layout_sensitive: bool = False, ties: bool = False):
         super().__init__()
         torch.manual_seed(seed)
         self.src_emb = nn.Embedding(vocab, hidden)
@@ -42,6 +42,7 @@ class TinyAttnModel(nn.Module):
             self.out.bias[EOS_ID] += eos_bias
         self.with_attention = with_attention
         self.layout_sensitive = layout_sensitive  # non-contiguous enc/state; output depends on layout
+        self.ties = ties  # logits rounded to halves: many words share a row's best score
         self.rows_per_step: list[int] = []
         self.modes: list[bool] = []
 
@@ -71,6 +72,8 @@ class TinyAttnModel(nn.Module):
         if self.layout_sensitive:  # like a kernel whose rounding depends on the memory layout
             logits[:, 4] += 1e-3 * enc["memory"].is_contiguous()
             logits[:, 5] += 1e-3 * state["h"].is_contiguous()
+        if self.ties:
+            logits = (logits * 2).round() / 2
         log_probs = torch.log_softmax(logits, dim=-1)
         return log_probs, {"h": h, "t": state["t"] + 1}, (alpha if self.with_attention else None)
 
@@ -208,6 +211,28 @@ def test_batch_equals_one_sentence_at_a_time(search):
             assert hb.score == pytest.approx(ha.score, abs=1e-5)
             assert hb.log_prob == pytest.approx(ha.log_prob, abs=1e-5)
             torch.testing.assert_close(hb.attention, ha.attention, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("search,ties", [("greedy", False), ("greedy", True), ("beam", False)])
+def test_wide_vocabulary_batch_equals_one_sentence_at_a_time(search, ties):
+    """A batch over a 3,000-word vocabulary takes the searches' fast path for wide rows (chunked maxima);
+    one sentence alone takes torch's max / top-k. Greedy also keeps max's choice among equal scores."""
+    model = TinyAttnModel(vocab=3000, seed=7, eos_bias=-3.0, ties=ties)
+    lengths = [(i * 7) % 9 + 1 for i in range(48)]
+    src, src_len = make_batch(lengths, vocab=3000, seed=5)
+
+    def run(s, n):
+        if search == "greedy":
+            return greedy_search(model, s, n, max_len_a=1.0, max_len_b=3)
+        return beam_search(model, s, n, beam_size=5, n_best=2, max_len_a=1.0, max_len_b=3)
+
+    batched = run(src, src_len)
+    assert len({len(h[0].tokens) for h in batched}) > 1
+    for i, n in enumerate(lengths):
+        alone = run(src[i:i + 1, :n], src_len[i:i + 1])[0]
+        assert [h.tokens for h in batched[i]] == [h.tokens for h in alone]
+        for hb, ha in zip(batched[i], alone):
+            assert hb.score == pytest.approx(ha.score, abs=1e-5)
 
 
 def test_beam_finds_at_least_greedy_score_without_length_penalty():
