@@ -56,7 +56,8 @@ def cmd_translate(args) -> None:
     translator.max_src_tokens = MAX_SOURCE_TOKENS  # a refusal naming the line, not an hour-long decode
     sentences = _read_input(args.input)
     try:
-        translations = translator.translate(sentences, beam=args.beam, n_best=args.n_best)
+        translations = translator.translate(sentences, beam=args.beam, n_best=args.n_best, workers=args.workers,
+                                            stopping=args.stopping)
     except SentenceTooLong as e:
         raise e.at(args.input if args.input and args.input != "-" else "<stdin>") from None
     # The output file is created only now: a failed run leaves no empty file that blocks the next one.
@@ -83,7 +84,7 @@ def cmd_evaluate(args) -> None:
     translator.max_src_tokens = MAX_SOURCE_TOKENS
     try:
         report = evaluate_translator(translator, args.src, args.ref, beam=args.beam, tokenize=args.tokenize,
-                                     lowercase=args.lowercase)
+                                     lowercase=args.lowercase, workers=args.workers, stopping=args.stopping)
     except SentenceTooLong as e:
         raise e.at(args.src) from None
     print(report.render())
@@ -236,8 +237,17 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--int8", action="store_true",
                        help="int8 linear layers: faster decoding on a CPU at about the same BLEU")
 
+    def decode_args(p):
+        p.add_argument("--workers", type=int, default=None,
+                       help="CPU only: decode batches in N processes of one thread each, e.g. one per core "
+                            "(default: decode.workers, 1)")
+        p.add_argument("--stopping", choices=["exact", "early"], default=None,
+                       help="beam search: end a sentence when no live hypothesis can still win (exact), or when "
+                            "none would win if it ended now (early: fewer steps) (default: decode.stopping, exact)")
+
     p = sub.add_parser("translate", help="translate sentences (stdin or --input), one per line")
     model_args(p)
+    decode_args(p)
     p.add_argument("--input", help="input file (default: stdin)")
     p.add_argument("--output", help="output file (default: stdout)")
     p.add_argument("--n-best", type=int, default=1, help="print the N best hypotheses as 'i ||| text ||| score'")
@@ -246,6 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("evaluate", help="BLEU and chrF (sacreBLEU) of a model on a test set, also by length")
     model_args(p)
+    decode_args(p)
     p.add_argument("--src", required=True, help="source sentences")
     p.add_argument("--ref", required=True, help="reference translations")
     p.add_argument("--tokenize", default="13a", help="sacreBLEU tokenizer (13a, none, zh, intl, ...)")

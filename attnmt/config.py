@@ -189,11 +189,16 @@ class DecodeConfig:
     max_len_b: int = 10
     max_len_cap: Optional[int] = None  # absolute cap on the output length
     batch_size: int = 64  # at most this many sentences per decoding batch (of similar lengths)
+    # beam search: "exact" stops a sentence when no live hypothesis can still win; "early" judges the live
+    # ones as if they ended now (fewer steps, as Hugging Face's early_stopping=False; see search.beam_search)
+    stopping: Literal["exact", "early"] = "exact"
+    workers: int = 1  # CPU only: processes of one thread each that decode batches in parallel (attnmt.parallel)
 
     def __post_init__(self) -> None:
         _check_range("decode.beam", self.beam, 1, 100)
         _check_range("decode.length_penalty", self.length_penalty, 0.0, 10.0)
         _check_range("decode.batch_size", self.batch_size, 1, None)
+        _check_range("decode.workers", self.workers, 1, None)
 
 
 @dataclass

@@ -313,8 +313,12 @@ class EvaluationReport:
 
 
 def evaluate_translator(translator, src_path, ref_path, beam: int | None = None, tokenize: str = "13a",
-                        lowercase: bool = False) -> EvaluationReport:
-    """Translate a test set with a loaded model and score it against the references."""
+                        lowercase: bool = False, workers: int | None = None,
+                        stopping: str | None = None) -> EvaluationReport:
+    """Translate a test set with a loaded model and score it against the references.
+
+    ``workers``, ``stopping``: as in :meth:`attnmt.translator.Translator.translate`.
+    """
     import time
 
     from attnmt.data.corpus import read_parallel
@@ -325,7 +329,7 @@ def evaluate_translator(translator, src_path, ref_path, beam: int | None = None,
     sources = [s for s, _ in pairs]
     references = [r for _, r in pairs]
     started = time.perf_counter()
-    translations = translator.translate(sources, beam=beam)
+    translations = translator.translate(sources, beam=beam, workers=workers, stopping=stopping)
     seconds = time.perf_counter() - started
     hypotheses = [t.text for t in translations]
     lengths = [max(len(t.src_tokens), 1) for t in translations]

@@ -225,7 +225,7 @@ def greedy_search(model, src: Tensor, src_len: Tensor, max_len_a: float = 1.5, m
 @torch.inference_mode()
 def beam_search(model, src: Tensor, src_len: Tensor, beam_size: int = 5, n_best: int = 1,
                 length_penalty: float = 1.0, max_len_a: float = 1.5, max_len_b: float = 10,
-                max_len_cap: int | None = None) -> list[list[Hypothesis]]:
+                max_len_cap: int | None = None, stopping: str = "exact") -> list[list[Hypothesis]]:
     """Batched beam search: per sentence its ``n_best`` best hypotheses, best score first.
 
     Each step expands the live hypotheses of every sentence and keeps the ``beam_size`` best
@@ -233,17 +233,26 @@ def beam_search(model, src: Tensor, src_len: Tensor, beam_size: int = 5, n_best:
     is refilled at the next step from the expansions of the live ones). A sentence is settled, and
     leaves the batch, when it has no live hypothesis, or when it has ``n_best`` finished ones and no
     live hypothesis can still reach a better score than the worst of the ``n_best`` best finished
-    ones. The bound: log probs only fall, so a live hypothesis with log prob ``lp`` (<= 0) ends with a
-    score of at most ``lp / max(lp(n) for the final lengths n it can still reach)`` (the largest
-    penalty divisor is that of the longest reachable output when alpha > 0, of the shortest when
-    alpha < 0; with alpha 0 the bound is ``lp`` itself).
+    ones. ``stopping`` says how a live hypothesis is judged:
 
-    With ``beam_size`` 1 this is exactly :func:`greedy_search` (tokens and scores).
+    * ``"exact"``: by a bound. Log probs only fall, so a live hypothesis with log prob ``lp`` (<= 0) ends
+      with a score of at most ``lp / max(lp(n) for the final lengths n it can still reach)`` (the largest
+      penalty divisor is that of the longest reachable output when alpha > 0, of the shortest when
+      alpha < 0; with alpha 0 the bound is ``lp`` itself). The search returns what an exhaustive one would
+      among the hypotheses the beam kept.
+    * ``"early"``: by its score if it ended now, ``lp / lp(its length + 1)``, as Hugging Face's
+      ``early_stopping=False`` does (OpenNMT-py stops even sooner: when the best candidate ends). Fewer
+      steps; with alpha > 0 it can miss a longer hypothesis that would have won.
+
+    The first step expands each sentence's one empty hypothesis; only then does a sentence hold
+    ``beam_size`` rows. With ``beam_size`` 1 this is exactly :func:`greedy_search` (tokens and scores).
     """
     if beam_size < 1:
         raise UserError(f"search: beam_size must be at least 1, got {beam_size}")
     if not 1 <= n_best <= beam_size:
         raise UserError(f"search: n_best must be between 1 and beam_size ({beam_size}), got {n_best}")
+    if stopping not in ("exact", "early"):
+        raise UserError(f"search: stopping must be 'exact' or 'early', got {stopping!r}")
     lengths = _check_inputs(src, src_len)
     batch_size = len(lengths)
     if batch_size == 0:
@@ -258,37 +267,37 @@ def beam_search(model, src: Tensor, src_len: Tensor, beam_size: int = 5, n_best:
     ninf = float("-inf")
 
     with _eval_mode(model):
-        enc = model.encode(src, src_len)
-        # rows are sentence-major: row a*K + k is beam k of active sentence a
-        expand = torch.arange(batch_size, device=device).repeat_interleave(K)
-        enc = _select_rows(enc, expand)
-        state = model.init_state(enc)
+        # rows are sentence-major: row a*width + k is hypothesis k of active sentence a. Laid out as greedy's.
         sent = torch.arange(batch_size, device=device)  # original index of each active sentence
-        y_prev = torch.full((batch_size * K,), BOS_ID, dtype=torch.long, device=device)
-        # all K beams start equal: only beam 0 is live at the first step, so no duplicates arise
-        cum = torch.full((batch_size, K), ninf, device=device)
-        cum[:, 0] = 0.0
-        tokens = torch.empty(batch_size * K, 0, dtype=torch.long, device=device)
-        attn: Tensor | None = None  # [N*K, t, S]
+        enc = _select_rows(model.encode(src, src_len), sent)
+        state = model.init_state(enc)
+        width = 1  # hypotheses per sentence: the empty one at the first step, K after it
+        y_prev = torch.full((batch_size,), BOS_ID, dtype=torch.long, device=device)
+        cum = torch.zeros(batch_size, 1, device=device)  # [n, width] log prob so far (-inf: a dead row)
+        tokens = torch.empty(batch_size, 0, dtype=torch.long, device=device)
+        attn: Tensor | None = None  # [n*width, t, S]
         worst_kept = torch.full((batch_size,), ninf, device=device)  # n_best-th best finished score
 
         for step in range(int(max_lens.max()) + 1):
             n = sent.numel()
             log_probs, state, alpha = model.decode_step(y_prev, state, enc)
-            at_max_len = (max_lens[sent] == step).repeat_interleave(K)
+            at_max_len = (max_lens[sent] == step).repeat_interleave(width)
             log_probs = _prepare_log_probs(log_probs, at_max_len)
             vocab = log_probs.size(1)
 
             # The K best expansions of each sentence's live hypotheses (dead rows hold -inf). A row adds
             # one constant (its cum) to all its log probs, so they are among the K best of each row:
-            # ranking rows first spares adding cum to, and ranking, all n*K*V scores.
+            # ranking rows first spares adding cum to, and ranking, all n*width*V scores.
             per_row = min(K, vocab)
-            # [n*K, per_row]; with per_row 1 greedy's selection, exactly (top-k and max may break ties differently)
-            row_lp, row_tok = (t.view(n * K, per_row) for t in _best_per_row(log_probs, per_row))
-            candidates = (cum.view(-1, 1) + row_lp).view(n, K * per_row)
-            cum, pick = candidates.topk(K, dim=1)  # [n, K], best first
-            tok = row_tok.view(n, K * per_row).gather(1, pick).view(-1)
-            parent = ((torch.arange(n, device=device) * K).unsqueeze(1) + pick // per_row).view(-1)  # rows
+            # [n*width, per_row]; with per_row 1 greedy's selection, exactly (top-k and max may break ties differently)
+            row_lp, row_tok = (t.view(n * width, per_row) for t in _best_per_row(log_probs, per_row))
+            candidates = (cum.view(-1, 1) + row_lp).view(n, width * per_row)
+            cum, pick = candidates.topk(min(K, width * per_row), dim=1)  # [n, K], best first
+            if cum.size(1) < K:  # a vocabulary smaller than the beam, at the first step: the rest are dead rows
+                cum = torch.nn.functional.pad(cum, (0, K - cum.size(1)), value=ninf)
+                pick = torch.nn.functional.pad(pick, (0, K - pick.size(1)))
+            tok = row_tok.view(n, width * per_row).gather(1, pick).view(-1)
+            parent = ((torch.arange(n, device=device) * width).unsqueeze(1) + pick // per_row).view(-1)  # rows
             tokens = torch.cat([tokens.index_select(0, parent), tok.unsqueeze(1)], dim=1)
             if alpha is not None:
                 rows = alpha.index_select(0, parent).unsqueeze(1).float()
@@ -311,20 +320,27 @@ def beam_search(model, src: Tensor, src_len: Tensor, beam_size: int = 5, n_best:
 
             # settled: nothing live, or no live hypothesis can beat the worst kept finished one
             live = torch.isfinite(cum)
-            lp_shortest = length_penalty_factor(step + 2, length_penalty)  # live ones hold step+1 tokens
-            divisor = lp_longest[sent].clamp(min=lp_shortest)
-            bound = (cum / divisor.unsqueeze(1)).masked_fill(~live, ninf).max(dim=1).values
+            lp_now = length_penalty_factor(step + 2, length_penalty)  # live ones hold step+1 tokens
+            if stopping == "exact":  # the largest divisor a live hypothesis can still reach
+                divisor: Tensor | float = lp_longest[sent].clamp(min=lp_now).unsqueeze(1)
+            else:  # "early": as if each live hypothesis ended now
+                divisor = lp_now
+            bound = (cum / divisor).masked_fill(~live, ninf).max(dim=1).values
             done = ~live.any(dim=1) | (worst_kept >= bound)
             if bool(done.all()):
                 break
             if bool(done.any()):  # shrink the batch to the unsettled sentences
                 keep = (~done).nonzero().flatten()
                 keep_rows = (keep.unsqueeze(1) * K + torch.arange(K, device=device)).view(-1)
-                enc = _select_rows(enc, keep_rows)
+                if width == K:
+                    enc = _select_rows(enc, keep_rows)
                 sent, cum, worst_kept = sent[keep], cum[keep], worst_kept[keep]
                 parent, tok = parent[keep_rows], tok[keep_rows]
                 tokens = tokens[keep_rows]
                 attn = None if attn is None else attn[keep_rows]
+            if width < K:  # after the first step each hypothesis needs its own copy of the source's rows
+                enc = _select_rows(enc, parent)
+                width = K
             state = _select_rows(state, parent)
             y_prev = tok
 

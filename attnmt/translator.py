@@ -17,6 +17,7 @@ from attnmt.data.batching import collate, token_batches
 from attnmt.data.dataset import TextProcessor, load_processors
 from attnmt.errors import UserError
 from attnmt.models import build_model
+from attnmt.parallel import map_in_processes
 from attnmt.search import beam_search, greedy_search
 
 
@@ -66,51 +67,73 @@ class Translator:
     @torch.inference_mode()
     def translate(self, sentences: list[str], beam: int | None = None, n_best: int = 1,
                   length_penalty: float | None = None, batch_tokens: int = 2000,
-                  batch_size: int | None = None) -> list[Translation]:
+                  batch_size: int | None = None, workers: int | None = None,
+                  stopping: str | None = None) -> list[Translation]:
         """Translate sentences; the result keeps the input order.
 
         Sentences of similar length are decoded together, at most ``batch_size`` (default
-        ``decode.batch_size``) and ``batch_tokens`` source tokens at a time.
+        ``decode.batch_size``) and ``batch_tokens`` source tokens at a time. On a CPU, ``workers``
+        (default ``decode.workers``) forked processes of one thread each decode the batches in
+        parallel (:func:`attnmt.parallel.map_in_processes`); the translations are the same. ``stopping``
+        (default ``decode.stopping``): beam search's rule for ending a sentence (:func:`attnmt.search.beam_search`).
         """
         d = self.config.decode
         beam = d.beam if beam is None else beam
         length_penalty = d.length_penalty if length_penalty is None else length_penalty
+        workers = d.workers if workers is None else workers
+        stopping = d.stopping if stopping is None else stopping
         if not 1 <= beam <= 100:
             raise UserError(f"beam={beam} is out of range; allowed: 1 to 100")
         if not 1 <= n_best <= beam:
             raise UserError(f"n_best={n_best} is out of range; allowed: 1 to the beam size ({beam})")
-        was_training = self.model.training
-        self.model.eval()
+        if workers < 1:
+            raise UserError(f"workers={workers} is out of range; allowed: 1 or more decoding processes")
+        if stopping not in ("exact", "early"):
+            raise UserError(f"stopping={stopping!r} is not a stopping rule; allowed: 'exact' or 'early'")
         src_tokens = [self.src.tokens(s) for s in sentences]
         # An empty line still gets a translation (of nothing): keep line counts equal.
         src_ids = [self.src.vocab.encode(toks) for toks in src_tokens]
         for i, ids in enumerate(src_ids):
             if self.max_src_tokens is not None and len(ids) > self.max_src_tokens:
                 raise SentenceTooLong(i, len(ids), self.max_src_tokens)
-        results: list[Translation | None] = [None] * len(sentences)
+        results: list[Translation | None] = [
+            None if ids else Translation(sentence, "", [], [], None, 0.0) for sentence, ids in zip(sentences, src_ids)]
         lengths = [max(len(ids), 1) for ids in src_ids]
         max_sentences = d.batch_size if batch_size is None else batch_size
-        for indices in token_batches(lengths, lengths, batch_tokens, shuffle=False, seed=0, epoch=0,
-                                     max_sentences=max_sentences):
-            nonempty = [i for i in indices if src_ids[i]]
-            for i in set(indices) - set(nonempty):
-                results[i] = Translation(sentences[i], "", [], [], None, 0.0)
-            if not nonempty:
-                continue
-            batch = collate([(src_ids[i], None) for i in nonempty], nonempty).to(self.device)
-            kwargs = dict(max_len_a=d.max_len_a, max_len_b=d.max_len_b, max_len_cap=d.max_len_cap)
-            if beam == 1 and n_best == 1:
-                hyps = greedy_search(self.model, batch.src, batch.src_len, length_penalty=length_penalty, **kwargs)
-            else:
-                hyps = beam_search(self.model, batch.src, batch.src_len, beam_size=beam, n_best=n_best,
-                                   length_penalty=length_penalty, **kwargs)
-            for i, sentence_hyps in zip(nonempty, hyps):
+        batches = [nonempty for indices in token_batches(lengths, lengths, batch_tokens, shuffle=False, seed=0,
+                                                         epoch=0, max_sentences=max_sentences)
+                   if (nonempty := [i for i in indices if src_ids[i]])]
+        search = dict(beam_size=beam, n_best=n_best, length_penalty=length_penalty, max_len_a=d.max_len_a,
+                      max_len_b=d.max_len_b, max_len_cap=d.max_len_cap, stopping=stopping)
+
+        def decode(b: int) -> list[Translation]:
+            indices = batches[b]
+            batch = collate([(src_ids[i], None) for i in indices], indices).to(self.device)
+            hyps = self._search(batch.src, batch.src_len, **search)
+            translations = []
+            for i, sentence_hyps in zip(indices, hyps):
                 options = [self._translation(sentences[i], src_tokens[i], h) for h in sentence_hyps]
                 options[0].n_best = options
-                results[i] = options[0]
-        if was_training:
-            self.model.train()
+                translations.append(options[0])
+            return translations
+
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            if self.device.type != "cpu":
+                workers = 1  # a GPU is one device: more processes would only queue on it
+            for indices, translations in zip(batches, map_in_processes(decode, len(batches), workers)):
+                for i, translation in zip(indices, translations):
+                    results[i] = translation
+        finally:
+            if was_training:
+                self.model.train()
         return results  # type: ignore[return-value]
+
+    def _search(self, src, src_len, beam_size: int, n_best: int, stopping: str, **kwargs):
+        if beam_size == 1 and n_best == 1:  # the same output as beam search's, faster
+            return greedy_search(self.model, src, src_len, **kwargs)
+        return beam_search(self.model, src, src_len, beam_size=beam_size, n_best=n_best, stopping=stopping, **kwargs)
 
     def _translation(self, source: str, src_tokens: list[str], hyp) -> Translation:
         attention = hyp.attention.float().cpu().numpy() if hyp.attention is not None else None

@@ -17,7 +17,9 @@ Also measured in the same run, so that the throughput can be read against the ma
 * the model's FLOPs per target token of one training step (forward + backward, counted by
   torch.utils.flop_counter on a real batch), hence the achieved FLOP/s and its share of the peak;
 * decoding speed in sentences/s for batches of 1, 16 and 64 sentences;
-* on a CPU, all the decoding again with int8 linear layers (``attnmt translate --int8``).
+* beam 5 also with ``--stopping early`` (a sentence ends when no live hypothesis would win if it ended now);
+* on a CPU, all the decoding again with int8 linear layers (``attnmt translate --int8``), and both models
+  once more decoded by ``--workers`` processes of one thread each (``attnmt translate --workers 2``).
 Writes benchmarks/results/rnn256.json.
 """
 
@@ -107,22 +109,28 @@ def flops_per_target_token(translator, data: Path) -> float:
     return counter.get_total_flops() / batch.n_tgt_tokens
 
 
-def measure_decoding(translator, sources: list[str], references: list[str], label: str) -> tuple[dict, dict]:
-    """Decoding time and BLEU of the test set (greedy, beam 5; batches of 64), and greedy sentences/s."""
+def measure_decoding(translator, sources: list[str], references: list[str], label: str,
+                     workers: int = 1) -> tuple[dict, dict]:
+    """Decoding time and BLEU of the test set (greedy, beam 5 with both stopping rules; batches of 64), and
+    greedy sentences/s.
+
+    ``workers`` > 1: the batches are decoded by that many processes of one thread each (--workers)."""
     decoding = {}
-    for beam in (1, 5):
+    batches = dict(batch_tokens=10**6, workers=workers)
+    for beam, stopping in ((1, "exact"), (5, "exact"), (5, "early")):
         started = time.perf_counter()
-        hyps = [t.text for t in translator.translate(sources, beam=beam, batch_size=64, batch_tokens=10**6)]
+        hyps = [t.text for t in translator.translate(sources, beam=beam, batch_size=64, stopping=stopping, **batches)]
         seconds = time.perf_counter() - started
         scores = corpus_scores(hyps, references, tokenize="none")
-        decoding[f"beam{beam}"] = {"decode_s": round(seconds, 2), "bleu_tok_none": round(scores.bleu, 2),
-                                   "signature": scores.bleu_signature}
-        print(f"{label} beam {beam}: {seconds:.1f} s, BLEU (tokenized, lowercased) {scores.bleu:.2f}", flush=True)
+        key = f"beam{beam}" + ("_early" if stopping == "early" else "")  # --stopping early
+        decoding[key] = {"decode_s": round(seconds, 2), "bleu_tok_none": round(scores.bleu, 2),
+                         "signature": scores.bleu_signature}
+        print(f"{label} {key}: {seconds:.1f} s, BLEU (tokenized, lowercased) {scores.bleu:.2f}", flush=True)
     sentences_per_s = {}
     for size in (1, 16, 64):
         subset = sources[: 200 if size == 1 else 1000]
         started = time.perf_counter()
-        translator.translate(subset, beam=1, batch_size=size, batch_tokens=10**6)
+        translator.translate(subset, beam=1, batch_size=size, **batches)
         sentences_per_s[f"greedy_batch{size}"] = round(len(subset) / (time.perf_counter() - started), 1)
     return decoding, sentences_per_s
 
@@ -140,6 +148,9 @@ def main() -> int:
     parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "auto"], help="train.precision")
     parser.add_argument("--out", help="JSON result path (default benchmarks/results/rnn256.json)")
     parser.add_argument("--keep-model", help="copy the trained model folder here (default: dropped)")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="also decode with this many worker processes of one thread each (attnmt translate "
+                             "--workers; on a CPU; 1: skip)")
     parser.add_argument("--reuse", metavar="MODEL_DIR",
                         help="do not train: measure a model folder kept by an earlier run (--keep-model); the "
                              "training numbers are that run's")
@@ -179,6 +190,13 @@ def main() -> int:
         if args.device == "cpu":
             int8 = load(model_dir, checkpoint="last", int8=True)  # as `attnmt translate --int8` loads it
             decoding_int8, sentences_per_s_int8 = measure_decoding(int8, sources, references, "int8")
+            in_workers = {}
+            if args.workers > 1:  # the same models again, decoded by worker processes
+                for name, model in (("float32", translator), ("int8", int8)):
+                    label = f"{name}_workers{args.workers}"
+                    decoding_w, sentences_per_s_w = measure_decoding(model, sources, references, label, args.workers)
+                    in_workers[f"decoding_{label}"] = decoding_w
+                    in_workers[f"sentences_per_s_{label}"] = sentences_per_s_w
         parameters = sum(p.numel() for p in translator.model.parameters())
     achieved = median_speed * flops / 1e9
     # A reused model trained at another time, against another peak (this machine's speed wanders): the
@@ -200,7 +218,7 @@ def main() -> int:
         "sentences_per_s": sentences_per_s,
     }
     if args.device == "cpu":  # the same model decoding with int8 linear layers (attnmt translate --int8)
-        payload.update(decoding_int8=decoding_int8, sentences_per_s_int8=sentences_per_s_int8)
+        payload.update(decoding_int8=decoding_int8, sentences_per_s_int8=sentences_per_s_int8, **in_workers)
     path = write_result("rnn256", payload, args.out)
     print(json.dumps(payload, indent=1))
     print(f"-> {path}")

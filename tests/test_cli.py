@@ -112,6 +112,18 @@ def test_translate_input_and_output_files(capsys, tiny_model, tmp_path):
     assert_user_error(code, err, "out.txt", "--overwrite")
 
 
+def test_translate_with_worker_processes(capsys, tiny_model, tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_text("a b c\n\nd e\nc a\nb\n", encoding="utf-8")
+    outputs = []
+    for workers in ("1", "2"):
+        code, out, err = run(capsys, "translate", "--model", str(tiny_model), "--input", str(src), "--beam", "2",
+                             "--workers", workers)
+        assert code == 0, err
+        outputs.append(out)
+    assert outputs[0] == outputs[1] and len(outputs[0].splitlines()) == 5
+
+
 def test_translate_n_best_format(capsys, tiny_model, tmp_path):
     src = tmp_path / "in.txt"
     src.write_text("a b c\n", encoding="utf-8")
@@ -125,6 +137,7 @@ def test_translate_n_best_format(capsys, tiny_model, tmp_path):
 @pytest.mark.parametrize("args, fragment", [
     (["--beam", "0"], "beam=0"),
     (["--beam", "2", "--n-best", "5"], "n_best=5"),
+    (["--workers", "0"], "workers=0"),
 ])
 def test_translate_bad_search_settings(capsys, tiny_model, tmp_path, args, fragment):
     src = tmp_path / "in.txt"

@@ -404,6 +404,35 @@ def test_stopping_rule_waits_for_live_hypotheses_that_can_still_win():
     assert len(model.rows_per_step) == 1
 
 
+def test_early_stopping_judges_live_hypotheses_at_their_current_length():
+    """stopping="early" takes the bound that the exact rule rejects above: fewer steps, and here the
+    shorter (worse) result."""
+    table = stopping_table()
+    model = TableModel(table)
+    src, src_len = torch.tensor([[0, 0]]), torch.tensor([2])
+    result = beam_search(model, src, src_len, beam_size=2, length_penalty=1.0, max_len_a=0.0, max_len_b=6,
+                         stopping="early")[0][0]
+    assert result.tokens == [] and result.score == pytest.approx(-1.0)
+    assert len(model.rows_per_step) == 1
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0])
+def test_early_stopping_on_a_model(alpha):
+    src, src_len = make_batch(LENGTHS * 3, seed=6)
+    kw = dict(beam_size=4, n_best=2, length_penalty=alpha, max_len_a=1.0, max_len_b=3)
+    exact_model, early_model = TinyAttnModel(seed=9, eos_bias=-1.0), TinyAttnModel(seed=9, eos_bias=-1.0)
+    exact = beam_search(exact_model, src, src_len, **kw)
+    early = beam_search(early_model, src, src_len, stopping="early", **kw)
+    if alpha == 0:  # no length penalty: a hypothesis' score never rises, so both rules are the same
+        assert same(exact, early) and exact_model.rows_per_step == early_model.rows_per_step
+    else:
+        assert sum(early_model.rows_per_step) < sum(exact_model.rows_per_step)
+        # the exact search keeps searching only while something better may come
+        assert all(x[0].score >= y[0].score - 1e-6 for x, y in zip(exact, early))
+    with pytest.raises(UserError, match="stopping"):
+        beam_search(exact_model, src, src_len, stopping="soon")
+
+
 def test_stopping_rule_with_negative_length_penalty():
     """alpha < 0 favours short outputs: a live hypothesis' best reachable divisor is its shortest."""
     table = torch.full((1, 2, VOCAB, VOCAB), -6.0)
@@ -428,7 +457,7 @@ def test_settled_sentences_leave_the_batch():
     model = TableModel(table)
     results = beam_search(model, src, src_len, beam_size=3, length_penalty=1.0, max_len_a=0.0, max_len_b=5)
     assert results[0][0].tokens == [] and results[1][0].tokens == [4] * 5
-    assert model.rows_per_step == [6] + [3] * 5
+    assert model.rows_per_step == [2] + [3] * 5  # the first step expands one empty hypothesis per sentence
 
     model = TableModel(table)
     results = greedy_search(model, src, src_len, max_len_a=0.0, max_len_b=5)

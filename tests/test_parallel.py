@@ -1,0 +1,59 @@
+"""Decoding in forked worker processes (attnmt.parallel, Translator.translate(workers=N))."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from attnmt import load
+from attnmt.parallel import can_fork, map_in_processes
+
+pytestmark = pytest.mark.skipif(not can_fork(), reason="worker processes are forked; this platform cannot fork")
+
+
+def _where(i: int) -> tuple[int, int, int]:
+    return i * i, os.getpid(), torch.get_num_threads()
+
+
+def test_map_in_processes_keeps_order_and_runs_elsewhere_on_one_thread():
+    results = map_in_processes(_where, 9, workers=2)
+    assert [r[0] for r in results] == [i * i for i in range(9)]
+    assert os.getpid() not in {r[1] for r in results}
+    assert {r[2] for r in results} == {1}
+    # one worker, or one piece of work: in this process
+    assert {r[1] for r in map_in_processes(_where, 3, workers=1)} == {os.getpid()}
+    assert map_in_processes(_where, 1, workers=4)[0][1] == os.getpid()
+    assert map_in_processes(_where, 0, workers=2) == []
+
+
+def _same(a, b) -> bool:
+    for x, y in zip(a, b, strict=True):
+        if (x.text, x.score, x.tgt_tokens, len(x.n_best)) != (y.text, y.score, y.tgt_tokens, len(y.n_best)):
+            return False
+        if (x.attention is None) != (y.attention is None):
+            return False
+        if x.attention is not None and not np.array_equal(x.attention, y.attention):
+            return False
+    return True
+
+
+@pytest.mark.parametrize("beam,n_best", [(1, 1), (3, 2)])
+def test_workers_translate_exactly_as_one_process(tiny_model, tiny_corpus, beam, n_best):
+    translator = load(tiny_model)
+    sentences = (tiny_corpus / "test.src").read_text(encoding="utf-8").splitlines()[:30] + ["", "a"]
+    alone = translator.translate(sentences, beam=beam, n_best=n_best, batch_size=4)
+    forked = translator.translate(sentences, beam=beam, n_best=n_best, batch_size=4, workers=3)
+    assert _same(alone, forked)
+    assert all(_same(x.n_best, y.n_best) for x, y in zip(alone, forked))
+    assert forked[-2].text == "" and forked[-1].text  # an empty line stays empty, in its place
+    assert torch.get_num_threads() == 1  # the conftest's setting: the parent's threads are untouched
+
+
+def test_workers_with_int8(tiny_model, tiny_corpus):
+    translator = load(tiny_model, int8=True)
+    sentences = (tiny_corpus / "test.src").read_text(encoding="utf-8").splitlines()[:20]
+    assert _same(translator.translate(sentences, beam=2, batch_size=5),
+                 translator.translate(sentences, beam=2, batch_size=5, workers=2))
