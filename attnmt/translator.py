@@ -103,6 +103,8 @@ class Translator:
         batches = [nonempty for indices in token_batches(lengths, lengths, batch_tokens, shuffle=False, seed=0,
                                                          epoch=0, max_sentences=max_sentences)
                    if (nonempty := [i for i in indices if src_ids[i]])]
+        # longest first: worker processes then finish together, not one of them with a long batch last
+        batches.sort(key=lambda indices: -max(lengths[i] for i in indices))
         search = dict(beam_size=beam, n_best=n_best, length_penalty=length_penalty, max_len_a=d.max_len_a,
                       max_len_b=d.max_len_b, max_len_cap=d.max_len_cap, stopping=stopping)
 
