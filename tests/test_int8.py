@@ -66,9 +66,11 @@ def test_served_models_can_be_int8(tiny_model):
     assert any(isinstance(m, torch.ao.nn.quantized.dynamic.Linear) for m in translator.model.modules())
 
 
-@pytest.mark.parametrize("model_type,model_settings", [("seq2seq", {}), ("transformer", {}),
-                                                       ("rnnsearch", {"attention": "luong_concat",
-                                                                      "input_feeding": True})])
+@pytest.mark.parametrize("model_type,model_settings", [
+    ("seq2seq", {}), ("transformer", {}),
+    ("rnnsearch", {"attention": "luong_concat", "input_feeding": True}),
+    ("rnnsearch", {"attention": "luong_general", "dec_layers": 2}),  # the RNN's input: the word alone
+])
 def test_every_model_type_decodes_in_int8(model_type, model_settings, tiny_corpus, tmp_path):
     from attnmt.train import train
     from tests.conftest import tiny_config
