@@ -137,14 +137,22 @@ def _best_per_row(x: Tensor, k: int) -> tuple[Tensor, Tensor]:
     return (values.squeeze(1), columns.squeeze(1)) if k == 1 else (values, columns)
 
 
-def _make_hypothesis(tokens: list[int], log_prob: float, attention: Tensor | None, src_len: int,
-                     alpha: float) -> Hypothesis:
-    """A finished hypothesis: ``tokens`` without EOS, attention rows incl. EOS (trimmed, CPU)."""
-    if attention is not None:
+def _add_finished(results: list[list[Hypothesis]], rows: Tensor, sentences: list[int], log_probs: list[float],
+                  tokens: Tensor, attn: Tensor | None, lengths: list[int], alpha: float) -> None:
+    """Append to ``results[sentences[j]]`` the finished hypothesis of row ``rows[j]`` with log prob ``log_probs[j]``.
+
+    Its tokens come without the final EOS, its attention rows with it (columns trimmed to the source, on
+    the CPU). One pass for all the rows that finish at a step: the per-hypothesis work is Python's.
+    """
+    hyp_tokens = tokens.index_select(0, rows)[:, :-1].tolist()
+    hyp_attn = None
+    if attn is not None:
         with torch.inference_mode(False):  # a normal tensor, which callers may also change in place
-            attention = attention[:, :src_len].float().cpu().clone()
-    score = log_prob / length_penalty_factor(len(tokens) + 1, alpha)
-    return Hypothesis(tokens=tokens, score=score, log_prob=log_prob, attention=attention)
+            hyp_attn = attn.index_select(0, rows).float().cpu().clone()
+    for j, i in enumerate(sentences):
+        attention = None if hyp_attn is None else hyp_attn[j, :, : lengths[i]]  # disjoint views of one tensor
+        score = log_probs[j] / length_penalty_factor(len(hyp_tokens[j]) + 1, alpha)
+        results[i].append(Hypothesis(hyp_tokens[j], score, log_probs[j], attention))
 
 
 def _check_inputs(src: Tensor, src_len: Tensor) -> list[int]:
@@ -202,11 +210,10 @@ def greedy_search(model, src: Tensor, src_len: Tensor, max_len_a: float = 1.5, m
             # a sentence ends at EOS; one whose every continuation has probability 0 ends without result
             finished = (tok == EOS_ID) & torch.isfinite(cum)
             done = (tok == EOS_ID) | ~torch.isfinite(cum)
-            for r in finished.nonzero().flatten().tolist():
-                i = int(sent[r])
-                results[i].append(_make_hypothesis(tokens[r, :-1].tolist(), float(cum[r]),
-                                                   None if attn is None else attn[r], lengths[i],
-                                                   length_penalty))
+            if bool(finished.any()):
+                rows = finished.nonzero().flatten()
+                _add_finished(results, rows, sent[rows].tolist(), cum[rows].tolist(), tokens, attn, lengths,
+                              length_penalty)
             if bool(done.all()):
                 break
             keep = (~done).nonzero().flatten()
@@ -307,11 +314,9 @@ def beam_search(model, src: Tensor, src_len: Tensor, beam_size: int = 5, n_best:
             is_eos = (tok == EOS_ID).view(n, K)
             new_finished = is_eos & torch.isfinite(cum)
             if bool(new_finished.any()):
-                for a, k in new_finished.nonzero().tolist():
-                    i, r = int(sent[a]), a * K + k
-                    finished[i].append(_make_hypothesis(tokens[r, :-1].tolist(), float(cum[a, k]),
-                                                        None if attn is None else attn[r], lengths[i],
-                                                        length_penalty))
+                rows = new_finished.view(-1).nonzero().flatten()  # sentence-major, as nonzero() orders (a, k)
+                _add_finished(finished, rows, sent[rows // K].tolist(), cum.view(-1)[rows].tolist(), tokens, attn,
+                              lengths, length_penalty)
                 for a in new_finished.any(1).nonzero().flatten().tolist():
                     scores = sorted((h.score for h in finished[int(sent[a])]), reverse=True)
                     if len(scores) >= n_best:
