@@ -217,7 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="train seq2seq and rnnsearch on the built-in language and compare them")
     p.add_argument("--out", default="attnmt-demo", help="output folder (default: attnmt-demo)")
-    p.add_argument("--quick", action="store_true", help="a smaller demo: sentences up to 30 words, about 90 s")
+    p.add_argument("--quick", action="store_true", help="a smaller demo: sentences up to 30 words, about 75 s")
     p.add_argument("--overwrite", action="store_true", help="replace a non-empty output folder")
     p.set_defaults(func=cmd_demo)
 

@@ -23,7 +23,7 @@ from attnmt.translator import Translator, load
 
 @dataclass
 class DemoSettings:
-    """Sizes of the demo; `quick` is a smaller version that shows the same effect in about 90 seconds.
+    """Sizes of the demo; `quick` is a smaller version that shows the same effect in about 75 seconds.
 
     Training stops after a fixed number of steps, not seconds, so that the demo's figures are the
     same on every machine (benchmarks/demo.py measures how long it takes). The cells follow the
