@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import numpy as np
@@ -57,3 +58,21 @@ def test_workers_with_int8(tiny_model, tiny_corpus):
     sentences = (tiny_corpus / "test.src").read_text(encoding="utf-8").splitlines()[:20]
     assert _same(translator.translate(sentences, beam=2, batch_size=5),
                  translator.translate(sentences, beam=2, batch_size=5, workers=2))
+
+
+def test_cli_evaluate_with_workers_and_early_stopping(capsys, tiny_model, tiny_corpus, tmp_path):
+    from attnmt.cli import main
+
+    scores = []
+    for extra in ([], ["--workers", "2", "--stopping", "early"]):
+        json_path = tmp_path / f"scores{len(extra)}.json"
+        assert main(["evaluate", "--model", str(tiny_model), "--src", str(tiny_corpus / "test.src"),
+                     "--ref", str(tiny_corpus / "test.tgt"), "--tokenize", "none", "--json", str(json_path)]
+                    + extra) == 0
+        scores.append(json.loads(json_path.read_text(encoding="utf-8"))["scores"]["bleu"])
+    capsys.readouterr()
+    assert scores[0] > 0 and abs(scores[0] - scores[1]) < 5  # the early rule may end a few sentences sooner
+    with pytest.raises(SystemExit) as refused:  # argparse: usage and one line naming the choices
+        main(["evaluate", "--model", str(tiny_model), "--src", str(tiny_corpus / "test.src"),
+              "--ref", str(tiny_corpus / "test.tgt"), "--stopping", "soon"])
+    assert refused.value.code == 2 and "'exact', 'early'" in capsys.readouterr().err
