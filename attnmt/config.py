@@ -192,7 +192,9 @@ class DecodeConfig:
     # beam search: "exact" stops a sentence when no live hypothesis can still win; "early" judges the live
     # ones as if they ended now (fewer steps, as Hugging Face's early_stopping=False; see search.beam_search)
     stopping: Literal["exact", "early"] = "exact"
-    workers: int = 1  # CPU only: processes of one thread each that decode batches in parallel (attnmt.parallel)
+    # CPU only: processes of one thread each that decode batches in parallel (attnmt.parallel), for
+    # translate and evaluate; validation during training and the server decode in their own process
+    workers: int = 1
 
     def __post_init__(self) -> None:
         _check_range("decode.beam", self.beam, 1, 100)
