@@ -149,9 +149,7 @@ def quantize_int8(model: nn.Module) -> nn.Module:
     For decoding on a CPU, where the output layer's matrix product dominates: int8 products run about
     twice as fast as float32 ones (fbgemm/oneDNN, AVX2 and up), at the same BLEU
     (benchmarks/rnn256.py measures both). Quantized: every nn.Linear with more than one output and the
-    decoder's recurrent step (its matrices are copied into linear layers first; an attention decoder
-    looks up its previous word's share of the input gates in a float32 table instead: [V, 4H], 24 MB for
-    the rnn-256 recipe's 5,898 words; 4% faster beam search there, in-process A/B). Float32 stay the
+    decoder's recurrent step (its matrices are copied into linear layers first). Float32 stay the
     embeddings, attention's elementwise work, the score vector v of additive attention (quantizing
     its [B,S,A] input at every step makes it 3x slower, measured) and the encoder's RNN (torch.ao's
     int8 LSTM ran no faster than the float32 one here: short sequences, small matrices).
@@ -162,10 +160,7 @@ def quantize_int8(model: nn.Module) -> nn.Module:
 
     model = copy.deepcopy(model)
     for module in model.modules():
-        if hasattr(module, "prepare_int8_step"):  # attention decoders: a word table for the embedding's gates
-            module.prepare_int8_step()
-    for module in model.modules():
-        if isinstance(module, StackedRNN) and module.int8_step is None:
+        if isinstance(module, StackedRNN):
             module.int8_step = module.step_linears()
     spec = {name: per_channel_dynamic_qconfig for name, module in model.named_modules()
             if isinstance(module, nn.Linear) and module.out_features > 1}

@@ -55,17 +55,6 @@ class _AttentionDecoderBase(nn.Module):
         # of the first word; the backward RNN's final state is exactly <-h_1.
         self.init_size = enc_size // 2
         self.bridge = nn.Linear(self.init_size, num_layers * hidden_size)
-        # Set by prepare_int8_step: [V, G] the RNN's input gates of every target word's embedding.
-        self.word_gates: Tensor | None = None
-
-    def prepare_int8_step(self) -> None:
-        """For int8 decoding (attnmt.translator.quantize_int8): E y_{i-1}'s share of the RNN's input gates
-        becomes a lookup in a float32 table of every word's gates, and the step's remaining input columns
-        become int8 layers. The embedding takes a fixed part of every step's input, so its product with the
-        weights is the same for every occurrence of a word; only the rest changes with the step."""
-        with torch.no_grad():
-            self.word_gates, _ = self.rnn.input_projection(self.embed.weight)
-        self.rnn.int8_step = self.rnn.step_linears(known=self.embed.embedding_dim)
 
     def init_state(self, enc: dict[str, Tensor]) -> dict[str, Tensor]:
         backward_h1 = enc["final_h"][:, -1, -self.init_size :]
@@ -87,14 +76,12 @@ class _AttentionDecoderBase(nn.Module):
         return t, torch.stack(alphas, dim=1)
 
     def step(self, y_prev: Tensor, state: dict[str, Tensor], enc: dict[str, Tensor]):
-        known = None if self.word_gates is None else (self.word_gates[y_prev], None)
-        features, state, alpha = self._recur(self.dropout(self.embed(y_prev)), state, enc, known)
+        features, state, alpha = self._recur(self.dropout(self.embed(y_prev)), state, enc)
         return self._readout(*features), state, alpha
 
     def _rnn_step(self, emb_prev: Tensor, rest: Tensor | None, state: dict[str, Tensor],
-                  known: tuple[Tensor, Tensor | None] | None):
-        """The RNN update on input [E y_{i-1}; rest], with E y_{i-1}'s gates precomputed when known
-        (under teacher forcing, or from the int8 step's word table: then w_rest is None)."""
+                  known: tuple[Tensor, Tensor] | None):
+        """The RNN update on input [E y_{i-1}; rest], with E y_{i-1}'s gates precomputed when known."""
         if known is not None:
             return self.rnn.step(rest, state, *known)
         return self.rnn.step(emb_prev if rest is None else torch.cat([emb_prev, rest], dim=-1), state)

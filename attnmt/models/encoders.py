@@ -29,32 +29,20 @@ class StackedRNN(nn.Module):
             input_size, hidden_size, num_layers, batch_first=True, dropout=dropout if num_layers > 1 else 0.0
         )
         self.inter_dropout = nn.Dropout(dropout if num_layers > 1 else 0.0)  # as nn.LSTM's between layers
-        # Set by attnmt.translator.quantize_int8: the step's matrices as int8 layers [ih_0, hh_0, ih_1, ...],
-        # ih_0 without the columns of the features whose gates come known (see step_linears).
+        # Set by attnmt.translator.quantize_int8: the step's matrices as int8 layers [ih_0, hh_0, ih_1, ...].
         self.int8_step: nn.ModuleList | None = None
 
-    def step_linears(self, known: int = 0) -> nn.ModuleList:
-        """Copies of the step's matrices as nn.Linear layers [ih_0, hh_0, ih_1, hh_1, ...] (for quantizing).
-
-        ``known`` > 0: ih_0 holds only the columns after layer 0's first ``known`` input features, and no
-        bias: those features' gates, with the bias, come to :meth:`step` as ``known_gates`` (ih_0 is an
-        nn.Identity placeholder when no other feature is left).
-        """
+    def step_linears(self) -> nn.ModuleList:
+        """Copies of the step's matrices as nn.Linear layers [ih_0, hh_0, ih_1, hh_1, ...] (for quantizing)."""
         layers = nn.ModuleList()
         for layer in range(self.num_layers):
             for kind in ("ih", "hh"):
                 weight = getattr(self.rnn, f"weight_{kind}_l{layer}")
                 bias = getattr(self.rnn, f"bias_{kind}_l{layer}")
-                if layer == 0 and kind == "ih" and known:
-                    weight, bias = weight[:, known:], None
-                    if weight.size(1) == 0:  # every input feature is known: step gets no x
-                        layers.append(nn.Identity())
-                        continue
-                linear = nn.Linear(weight.size(1), weight.size(0), bias=bias is not None).to(weight.device)
+                linear = nn.Linear(weight.size(1), weight.size(0)).to(weight.device)
                 with torch.no_grad():
                     linear.weight.copy_(weight)
-                    if bias is not None:
-                        linear.bias.copy_(bias)
+                    linear.bias.copy_(bias)
                 layers.append(linear)
         return layers
 
@@ -110,11 +98,7 @@ class StackedRNN(nn.Module):
         for layer in range(self.num_layers):
             h = state[f"h{layer}"]
             if int8 is not None:
-                if layer == 0 and known_gates is not None:  # ih_0 covers the other features only
-                    gates_x = known_gates if x is None else known_gates + int8[0](x)
-                else:
-                    gates_x = int8[2 * layer](x)
-                gates_h = int8[2 * layer + 1](h)
+                gates_x, gates_h = int8[2 * layer](x), int8[2 * layer + 1](h)
             else:
                 w_ih, w_hh, b_ih, b_hh = (getattr(self.rnn, f"{name}_l{layer}")
                                           for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"))
