@@ -10,6 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from attnmt.config import STOPPING_RULES
 from attnmt.errors import UserError
 
 
@@ -56,8 +57,8 @@ def cmd_translate(args) -> None:
     translator.max_src_tokens = MAX_SOURCE_TOKENS  # a refusal naming the line, not an hour-long decode
     sentences = _read_input(args.input)
     try:
-        translations = translator.translate(sentences, beam=args.beam, n_best=args.n_best, workers=args.workers,
-                                            stopping=args.stopping)
+        translations = translator.translate(sentences, beam=args.beam, n_best=args.n_best,
+                                            workers=_workers(args, translator), stopping=args.stopping)
     except SentenceTooLong as e:
         raise e.at(args.input if args.input and args.input != "-" else "<stdin>") from None
     # The output file is created only now: a failed run leaves no empty file that blocks the next one.
@@ -74,6 +75,11 @@ def cmd_translate(args) -> None:
             out.close()
 
 
+def _workers(args, translator) -> int:
+    """--workers, else the model's decode.workers: decoding processes of translate and evaluate."""
+    return translator.config.decode.workers if args.workers is None else args.workers
+
+
 def cmd_evaluate(args) -> None:
     from attnmt.evaluate import evaluate_translator
     from attnmt.translator import MAX_SOURCE_TOKENS, SentenceTooLong, load
@@ -84,7 +90,8 @@ def cmd_evaluate(args) -> None:
     translator.max_src_tokens = MAX_SOURCE_TOKENS
     try:
         report = evaluate_translator(translator, args.src, args.ref, beam=args.beam, tokenize=args.tokenize,
-                                     lowercase=args.lowercase, workers=args.workers, stopping=args.stopping)
+                                     lowercase=args.lowercase, workers=_workers(args, translator),
+                                     stopping=args.stopping)
     except SentenceTooLong as e:
         raise e.at(args.src) from None
     print(report.render())
@@ -241,7 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--workers", type=int, default=None,
                        help="CPU only: decode batches in N processes of one thread each, e.g. one per core "
                             "(default: decode.workers, 1)")
-        p.add_argument("--stopping", choices=["exact", "early"], default=None,
+        p.add_argument("--stopping", choices=STOPPING_RULES, default=None,
                        help="beam search: end a sentence when no live hypothesis can still win (exact), or when "
                             "none would win if it ended now (early: fewer steps) (default: decode.stopping, exact)")
 

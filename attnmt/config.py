@@ -179,6 +179,9 @@ class TrainConfig:
             _check_range("train.batch_size", self.batch_size, 1, None)
 
 
+STOPPING_RULES = ("exact", "early")  # beam search's rules for ending a sentence (attnmt.search.beam_search)
+
+
 @dataclass
 class DecodeConfig:
     """Search settings used by validation, `translate` and `evaluate` unless overridden."""
@@ -191,9 +194,9 @@ class DecodeConfig:
     batch_size: int = 64  # at most this many sentences per decoding batch (of similar lengths)
     # beam search: "exact" stops a sentence when no live hypothesis can still win; "early" judges the live
     # ones as if they ended now (fewer steps, as Hugging Face's early_stopping=False; see search.beam_search)
-    stopping: Literal["exact", "early"] = "exact"
+    stopping: Literal["exact", "early"] = "exact"  # = STOPPING_RULES
     # CPU only: processes of one thread each that decode batches in parallel (attnmt.parallel), for
-    # translate and evaluate; validation during training and the server decode in their own process
+    # `attnmt translate` and `evaluate`; validation during training and the server decode in their own process
     workers: int = 1
 
     def __post_init__(self) -> None:

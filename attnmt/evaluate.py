@@ -313,7 +313,7 @@ class EvaluationReport:
 
 
 def evaluate_translator(translator, src_path, ref_path, beam: int | None = None, tokenize: str = "13a",
-                        lowercase: bool = False, workers: int | None = None,
+                        lowercase: bool = False, workers: int = 1,
                         stopping: str | None = None) -> EvaluationReport:
     """Translate a test set with a loaded model and score it against the references.
 

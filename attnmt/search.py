@@ -32,6 +32,7 @@ from typing import Any, Iterator
 import torch
 from torch import Tensor
 
+from attnmt.config import STOPPING_RULES
 from attnmt.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from attnmt.errors import UserError
 
@@ -258,8 +259,8 @@ def beam_search(model, src: Tensor, src_len: Tensor, beam_size: int = 5, n_best:
         raise UserError(f"search: beam_size must be at least 1, got {beam_size}")
     if not 1 <= n_best <= beam_size:
         raise UserError(f"search: n_best must be between 1 and beam_size ({beam_size}), got {n_best}")
-    if stopping not in ("exact", "early"):
-        raise UserError(f"search: stopping must be 'exact' or 'early', got {stopping!r}")
+    if stopping not in STOPPING_RULES:
+        raise UserError(f"search: stopping must be one of {STOPPING_RULES}, got {stopping!r}")
     lengths = _check_inputs(src, src_len)
     batch_size = len(lengths)
     if batch_size == 0:

@@ -410,8 +410,7 @@ def _train(config: Config, model_dir: Path, resume: bool, quiet: bool, device: t
                 n = min(t.valid_bleu_sample, len(valid_data))
                 model.eval()
                 translator = Translator(model, src_proc, tgt_proc, config)
-                # in this process: no forked decoders beside a training run (and its torchrun peers)
-                hyps = [tr.text for tr in translator.translate(valid_data.src_text[:n], beam=1, workers=1)]
+                hyps = [tr.text for tr in translator.translate(valid_data.src_text[:n], beam=1)]
                 model.train()
                 record["bleu"] = corpus_scores(hyps, valid_data.tgt_text[:n]).bleu
             improved = loss < state.best_valid_loss

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from attnmt.checkpoint import checkpoint_path, load_checkpoint, load_weights
-from attnmt.config import Config, load_config
+from attnmt.config import STOPPING_RULES, Config, load_config
 from attnmt.data.batching import collate, token_batches
 from attnmt.data.dataset import TextProcessor, load_processors
 from attnmt.errors import UserError
@@ -67,20 +67,21 @@ class Translator:
     @torch.inference_mode()
     def translate(self, sentences: list[str], beam: int | None = None, n_best: int = 1,
                   length_penalty: float | None = None, batch_tokens: int = 2000,
-                  batch_size: int | None = None, workers: int | None = None,
+                  batch_size: int | None = None, workers: int = 1,
                   stopping: str | None = None) -> list[Translation]:
         """Translate sentences; the result keeps the input order.
 
         Sentences of similar length are decoded together, at most ``batch_size`` (default
-        ``decode.batch_size``) and ``batch_tokens`` source tokens at a time. On a CPU, ``workers``
-        (default ``decode.workers``) forked processes of one thread each decode the batches in
-        parallel (:func:`attnmt.parallel.map_in_processes`); the translations are the same. ``stopping``
+        ``decode.batch_size``) and ``batch_tokens`` source tokens at a time. On a CPU, ``workers`` > 1
+        forked processes of one thread each decode the batches in parallel
+        (:func:`attnmt.parallel.map_in_processes`); the translations are the same. Forking is the caller's
+        choice (``attnmt translate`` and ``evaluate`` pass ``decode.workers``): a threaded server or a
+        training run must not fork. ``stopping``
         (default ``decode.stopping``): beam search's rule for ending a sentence (:func:`attnmt.search.beam_search`).
         """
         d = self.config.decode
         beam = d.beam if beam is None else beam
         length_penalty = d.length_penalty if length_penalty is None else length_penalty
-        workers = d.workers if workers is None else workers
         stopping = d.stopping if stopping is None else stopping
         if not 1 <= beam <= 100:
             raise UserError(f"beam={beam} is out of range; allowed: 1 to 100")
@@ -88,8 +89,8 @@ class Translator:
             raise UserError(f"n_best={n_best} is out of range; allowed: 1 to the beam size ({beam})")
         if workers < 1:
             raise UserError(f"workers={workers} is out of range; allowed: 1 or more decoding processes")
-        if stopping not in ("exact", "early"):
-            raise UserError(f"stopping={stopping!r} is not a stopping rule; allowed: 'exact' or 'early'")
+        if stopping not in STOPPING_RULES:  # before any worker starts
+            raise UserError(f"stopping={stopping!r} is not a stopping rule; allowed: {', '.join(STOPPING_RULES)}")
         src_tokens = [self.src.tokens(s) for s in sentences]
         # An empty line still gets a translation (of nothing): keep line counts equal.
         src_ids = [self.src.vocab.encode(toks) for toks in src_tokens]

@@ -102,8 +102,7 @@ def served_model(name: str, translator: Translator, max_beam: int) -> ServedMode
 def decode_batch(models: Mapping[str, ServedModel], key: BatchKey, items: list[Item]) -> list[Translation]:
     """Translate a batch of sentences that share model, beam and n_best (the batcher's run_batch)."""
     translator = models[key.model].translator
-    # workers=1: the server's process runs threads (event loop, batcher), and forking it could deadlock
-    outputs = translator.translate([item.text for item in items], beam=key.beam, n_best=key.n_best, workers=1)
+    outputs = translator.translate([item.text for item in items], beam=key.beam, n_best=key.n_best)
     wants_heads = [i for i, item in enumerate(items) if item.heads and outputs[i].src_tokens]
     heads = dict(zip(wants_heads, head_attention(translator, [outputs[i] for i in wants_heads])))
     return [_to_api(out, item, heads.get(i)) for i, (out, item) in enumerate(zip(outputs, items))]
