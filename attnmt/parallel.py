@@ -1,8 +1,8 @@
 """Independent pieces of work (decoding batches) spread over forked worker processes on a CPU.
 
-Decoding is a long chain of small operations, which two threads share badly (about 1.4x the speed of
-one on two cores); two processes of one thread, decoding different batches, ran 1.2-1.6x as fast as one
-process with both threads (benchmarks/rnn256.py, benchmarks/decoding.py). The
+Decoding is a long chain of small operations, which two threads share badly; two processes of one
+thread, decoding different batches, ran 1.2-1.6x as fast as one process with both threads
+(benchmarks/rnn256.py, benchmarks/decoding.py). The
 workers are forked, so they share the parent's model and data without copying or pickling them, and
 only the results travel back. Each worker runs one thread: GNU OpenMP, which PyTorch's CPU builds use,
 hangs when a forked child of a process that already used it starts threads of its own.
