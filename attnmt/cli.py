@@ -11,6 +11,10 @@ import sys
 from pathlib import Path
 
 from attnmt.config import STOPPING_RULES
+
+# attnmt.align's METHODS and SYMMETRIZATIONS, spelled out so that parsing arguments needs no torch (tested equal)
+ALIGN_METHODS = ("argmax", "threshold", "shift")
+SYMMETRIZATIONS = ("intersection", "union", "grow-diag-final-and")
 from attnmt.errors import UserError
 
 
@@ -49,6 +53,7 @@ def cmd_train(args) -> None:
 
 
 def cmd_translate(args) -> None:
+    from attnmt.align import format_links
     from attnmt.translator import MAX_SOURCE_TOKENS, SentenceTooLong, load
 
     if args.output:
@@ -61,15 +66,20 @@ def cmd_translate(args) -> None:
                                             workers=_workers(args, translator), stopping=args.stopping)
     except SentenceTooLong as e:
         raise e.at(args.input if args.input and args.input != "-" else "<stdin>") from None
+    if args.alignments:
+        reverse = load(args.reverse_model, checkpoint=args.checkpoint) if args.reverse_model else None
+        translator.align(translations, args.align_method, args.threshold, args.layer, args.head, reverse,
+                         args.symmetrize)
     # The output file is created only now: a failed run leaves no empty file that blocks the next one.
     out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
     try:
         for i, tr in enumerate(translations):
+            links = f" ||| {format_links(tr.alignment)}" if args.alignments else ""
             if args.n_best > 1:
                 for option in tr.n_best or [tr]:
-                    out.write(f"{i} ||| {option.text} ||| {option.score:.4f}\n")
+                    out.write(f"{i} ||| {option.text} ||| {option.score:.4f}{links if option is tr else ''}\n")
             else:
-                out.write(tr.text + "\n")
+                out.write(tr.text + links + "\n")
     finally:
         if out is not sys.stdout:
             out.close()
@@ -135,19 +145,34 @@ def cmd_serve(args) -> None:
           int8=args.int8)
 
 
+def _add_alignment_args(p, method_flag: str) -> None:
+    """The options that say how attention becomes word links (align, translate --alignments)."""
+    p.add_argument(method_flag, dest="align_method", choices=list(ALIGN_METHODS), default="argmax",
+                   help="how attention becomes links: argmax of the row that predicts each word, threshold, or "
+                        "shift (the row whose query has read it; see docs/alignment.md). Default argmax")
+    p.add_argument("--threshold", type=float, default=0.5, help="weight for the threshold method (default 0.5)")
+    p.add_argument("--layer", type=int, help="Transformer: the decoder layer whose cross-attention aligns "
+                                             "(default: the last)")
+    p.add_argument("--head", type=int, help="Transformer: one head of that layer (default: the heads' average)")
+    p.add_argument("--symmetrize", choices=list(SYMMETRIZATIONS),
+                   help="combine the links of the model and of --reverse-model (intersection, union or "
+                        "grow-diag-final-and)")
+
+
 def cmd_align(args) -> None:
     from attnmt.align import align_files, format_links, format_scores
 
-    if args.model is None and args.baseline is None:
-        raise UserError("align: pass --model DIR (attention links) or --baseline diagonal (no model), or both")
+    if args.model is None and not args.baseline:
+        raise UserError("align: pass --model DIR (attention links) or --baseline diagonal|eflomal, or both")
+    for path in (args.out, args.json):
+        if path:
+            _refuse_overwrite(Path(path), args.overwrite)
     result = align_files(args.model, args.src, args.tgt, gold_path=args.gold, threshold=args.threshold,
-                         baseline=args.baseline == "diagonal", checkpoint=args.checkpoint)
-    if args.method not in result.links:
-        raise UserError(f"align: --method {args.method} needs " + ("--baseline diagonal" if args.method == "diagonal"
-                                                                    else "--model"))
-    lines = [format_links(links, one_based=args.one_based) + "\n" for links in result.links[args.method]]
+                         baselines=args.baseline or (), checkpoint=args.checkpoint, method=args.align_method,
+                         reverse_model=args.reverse_model, symmetrization=args.symmetrize, layer=args.layer,
+                         head=args.head, eflomal_corpus=args.eflomal_corpus)
+    lines = [format_links(links, one_based=args.one_based) + "\n" for links in result.links[result.output]]
     if args.out:
-        _refuse_overwrite(Path(args.out), args.overwrite)
         Path(args.out).write_text("".join(lines), encoding="utf-8")
     elif not args.gold:
         sys.stdout.write("".join(lines))
@@ -157,7 +182,6 @@ def cmd_align(args) -> None:
         import json
         from dataclasses import asdict
 
-        _refuse_overwrite(Path(args.json), args.overwrite)
         Path(args.json).write_text(json.dumps({m: asdict(s) for m, s in result.scores.items()}, indent=2),
                                    encoding="utf-8")
 
@@ -258,6 +282,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input", help="input file (default: stdin)")
     p.add_argument("--output", help="output file (default: stdout)")
     p.add_argument("--n-best", type=int, default=1, help="print the N best hypotheses as 'i ||| text ||| score'")
+    p.add_argument("--alignments", action="store_true",
+                   help="print word links after each translation: 'text ||| 0-0 1-2 ...' (0-based source-output "
+                        "word positions, as Marian's --alignment; with --n-best, on the best hypothesis)")
+    _add_alignment_args(p, method_flag="--align-method")
+    p.add_argument("--reverse-model", help="--alignments: a model of the other direction, to symmetrize with")
     p.add_argument("--overwrite", action="store_true")
     p.set_defaults(func=cmd_translate)
 
@@ -321,12 +350,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tgt", required=True, help="tokenized target sentences, line-aligned with --src")
     p.add_argument("--gold", help="gold links, 1-based 'i-j' (sure) and 'ipj' (possible): prints AER, precision, "
                                   "recall")
-    p.add_argument("--threshold", type=float, default=0.5, help="weight for the thresholded links (default 0.5)")
-    p.add_argument("--method", choices=["argmax", "threshold", "diagonal"], default="argmax",
-                   help="which links to write (default argmax; diagonal needs --baseline diagonal)")
-    p.add_argument("--baseline", choices=["diagonal"], help="also align with a baseline that needs no model")
+    _add_alignment_args(p, method_flag="--method")
+    p.add_argument("--reverse-model", help="a model of the other direction (translates --tgt into --src)")
+    p.add_argument("--baseline", choices=["diagonal", "eflomal"], action="append",
+                   help="also align with a baseline (repeatable): diagonal (no model) or eflomal (statistical, "
+                        "pip install eflomal), which learns from the sentences plus --eflomal-corpus")
+    p.add_argument("--eflomal-corpus", help="TSV (source TAB target, tokenized like --src/--tgt) that eflomal also "
+                                            "learns from (default: --model's training corpus)")
     p.add_argument("--one-based", action="store_true", help="write 1-based links (default: 0-based, as fast_align)")
-    p.add_argument("--out", help="write the links here (default: stdout, unless --gold is given)")
+    p.add_argument("--out", help="write the links here (default: stdout, unless --gold is given): the symmetrized "
+                                 "ones, else --model's, else the first baseline's")
     p.add_argument("--json", help="also write the scores as JSON to this file")
     p.add_argument("--overwrite", action="store_true")
     p.set_defaults(func=cmd_align)

@@ -127,6 +127,23 @@ class ModelConfig:
 
 
 @dataclass
+class GuidedAlignmentConfig:
+    """Guided alignment training (attnmt/guidance.py; Garg et al. 2019): word links supervise the attention."""
+
+    links: Optional[str] = None  # 0-based Pharaoh links, line-aligned with the training corpus (null: off)
+    weight: float = 0.2  # lambda: the alignment loss's weight beside the translation loss
+    # Transformer only: the cross-attention that is supervised (layer counted from 0, -1 the last; a head
+    # index, or null for the heads' average). RNN models have one attention and leave both null.
+    layer: Optional[int] = None
+    head: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        _check_range("train.guided_alignment.weight", self.weight, 0.0, None)
+        if self.head is not None:
+            _check_range("train.guided_alignment.head", self.head, 0, None)
+
+
+@dataclass
 class TrainConfig:
     """Optimisation, validation and stopping."""
 
@@ -165,6 +182,7 @@ class TrainConfig:
     nan_policy: Literal["skip", "stop"] = "stop"  # on a NaN / infinite loss
     progress: bool = True  # show a progress bar
     tensorboard: bool = True
+    guided_alignment: GuidedAlignmentConfig = field(default_factory=GuidedAlignmentConfig)
 
     def __post_init__(self) -> None:
         _check_range("train.batch_tokens", self.batch_tokens, 1, None)
@@ -307,7 +325,30 @@ def config_from_dict(raw: dict, base_dir: Path | None = None) -> Config:
             value = getattr(config.data, name)
             if value is not None and not Path(value).expanduser().is_absolute():
                 setattr(config.data, name, str((base_dir / Path(value).expanduser()).resolve()))
+        guided = config.train.guided_alignment
+        if guided.links is not None and not Path(guided.links).expanduser().is_absolute():
+            guided.links = str((base_dir / Path(guided.links).expanduser()).resolve())
+    _check_guidance(config)
     return config
+
+
+def _check_guidance(config: Config) -> None:
+    guided = config.train.guided_alignment
+    if guided.links is None:
+        return
+    if config.model.type == "seq2seq":
+        raise UserError("config: train.guided_alignment supervises attention, and a seq2seq model has none; use "
+                        "model.type rnnsearch or transformer, or remove train.guided_alignment.links")
+    if config.model.type != "transformer" and (guided.layer is not None or guided.head is not None):
+        raise UserError(f"config: train.guided_alignment.layer / head choose a Transformer cross-attention head; a "
+                        f"{config.model.type} model has one attention: remove them")
+    if guided.layer is not None and not -config.model.dec_layers <= guided.layer < config.model.dec_layers:
+        raise UserError(f"config: train.guided_alignment.layer={guided.layer} is out of range for "
+                        f"{config.model.dec_layers} decoder layers; allowed: {-config.model.dec_layers} to "
+                        f"{config.model.dec_layers - 1}")
+    if guided.head is not None and guided.head >= config.model.n_heads:
+        raise UserError(f"config: train.guided_alignment.head={guided.head} is out of range for "
+                        f"{config.model.n_heads} heads; allowed: 0 to {config.model.n_heads - 1}")
 
 
 def config_to_dict(config: Config) -> dict:

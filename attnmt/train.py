@@ -21,7 +21,7 @@ from typing import Iterator
 
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch import Tensor, nn
 
 from attnmt.checkpoint import (keep_checkpoint, load_checkpoint, load_weights, remove_stale_temporaries,
                                save_checkpoint)
@@ -34,6 +34,7 @@ from attnmt.data.split import split_held_out
 from attnmt.data.vocab import PAD_ID
 from attnmt.distributed import World, close_world, init_world
 from attnmt.errors import UserError
+from attnmt.guidance import alignment_loss, guidance_matrix, load_guidance
 from attnmt.models import build_model
 
 
@@ -104,7 +105,7 @@ def load_data(config: Config, model_dir: Path, resume: bool, log: "RunLog", worl
         splits = synthetic_splits(cfg, seed=config.train.seed)
         train_pairs, valid_pairs = splits["train"], splits["valid"]
     else:
-        train_pairs = read_split(cfg, "train")
+        train_pairs = corpus = read_split(cfg, "train")
         if train_pairs is None:
             raise UserError("config: no training data; set data.train_src and data.train_tgt, data.train_tsv, "
                             "or data.synthetic: true")
@@ -133,6 +134,14 @@ def load_data(config: Config, model_dir: Path, resume: bool, log: "RunLog", worl
             src_proc, tgt_proc = load_processors(model_dir)
     train, stats = encode_pairs(train_pairs, src_proc, tgt_proc, cfg.max_len)
     log.event("data", split="train", **stats)
+    guided = config.train.guided_alignment
+    if guided.links is not None:
+        if cfg.synthetic:
+            raise UserError("config: train.guided_alignment.links belong to a corpus file; the synthetic language "
+                            "has none: remove them or train on files")
+        train.guidance, gstats = load_guidance(guided.links, corpus, train.src_text, train.tgt_text, src_proc,
+                                               tgt_proc)
+        log.event("data", split="train", guided_alignment=guided.links, **gstats)
     if len(train) == 0:
         source = cfg.train_tsv or cfg.train_src or "the synthetic corpus"
         raise UserError(f"{source}: no training pairs left ({stats['total']} read, {stats.get('empty', 0)} with an "
@@ -156,6 +165,20 @@ def make_batches(data: ParallelData, config: Config, shuffle: bool, epoch: int) 
 
 def batch_of(data: ParallelData, indices: list[int], device: torch.device) -> Batch:
     return collate([(data.src_ids[i], data.tgt_ids[i]) for i in indices], indices).to(device)
+
+
+def step_loss(trained: nn.Module, batch: Batch, data: ParallelData, config: Config) -> tuple[Tensor, Tensor | None]:
+    """The summed translation loss of a batch and, under guided alignment, the summed alignment loss."""
+    t = config.train
+    guided = t.guided_alignment
+    if data.guidance is None or guided.weight == 0:
+        logits, _ = trained(batch.src, batch.src_len, batch.tgt_in)
+        return nll_loss(logits, batch.tgt_out, t.label_smoothing), None
+    chosen = {"layer": -1 if guided.layer is None else guided.layer, "head": guided.head}
+    logits, alpha = trained(batch.src, batch.src_len, batch.tgt_in, **(chosen if config.model.type == "transformer"
+                                                                         else {}))
+    G = guidance_matrix([data.guidance[i] for i in batch.index.tolist()], alpha.size(2), alpha.size(1), alpha.device)
+    return nll_loss(logits, batch.tgt_out, t.label_smoothing), alignment_loss(alpha, G)
 
 
 def nll_loss(logits: torch.Tensor, tgt_out: torch.Tensor, label_smoothing: float = 0.0) -> torch.Tensor:
@@ -442,7 +465,7 @@ def _train(config: Config, model_dir: Path, resume: bool, quiet: bool, device: t
     history: list[dict] = []
     model.train()
     started = time.perf_counter() - state.elapsed_s
-    window_tokens, window_start, window_loss = 0, time.perf_counter(), 0.0
+    window_tokens, window_start, window_loss, window_align = 0, time.perf_counter(), 0.0, 0.0
     with graceful_stop() as stop:
         while not state.stop_reason:
             batches = make_batches(train_data, config, shuffle=True, epoch=state.epoch)
@@ -451,10 +474,10 @@ def _train(config: Config, model_dir: Path, resume: bool, quiet: bool, device: t
             for k in range(state.batch_in_epoch // world.size, n_steps):
                 batch = batch_of(train_data, batches[k * world.size + world.rank], device)
                 with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
-                    logits, _ = trained(batch.src, batch.src_len, batch.tgt_in)
-                    loss_sum = nll_loss(logits, batch.tgt_out, t.label_smoothing)
+                    loss_sum, align_sum = step_loss(trained, batch, train_data, config)
                 step_tokens = world.sum(batch.n_tgt_tokens)
-                loss = loss_sum * world.size / step_tokens
+                total = loss_sum if align_sum is None else loss_sum + t.guided_alignment.weight * align_sum
+                loss = total * world.size / step_tokens
                 state.batch_in_epoch += world.size
                 # Every process must skip together, or the others would wait for its gradients.
                 if world.sum(float(torch.isfinite(loss))) < world.size:
@@ -480,17 +503,20 @@ def _train(config: Config, model_dir: Path, resume: bool, quiet: bool, device: t
                 state.tgt_tokens += int(step_tokens)
                 window_tokens += int(step_tokens)
                 window_loss += world.sum(loss_sum.item())
+                if align_sum is not None:
+                    window_align += world.sum(align_sum.item())
                 state.elapsed_s = time.perf_counter() - started
                 if progress is not None:
                     progress.update(1)
                 if state.step % t.log_every == 0:
                     span = time.perf_counter() - window_start
+                    extra = {"align_loss": window_align / max(window_tokens, 1)} if train_data.guidance else {}
                     record = log.event("train", step=state.step, loss=window_loss / max(window_tokens, 1),
                                        tgt_tokens_per_s=window_tokens / max(span, 1e-9),
-                                       lr=optimizer.param_groups[0]["lr"], epoch=state.epoch)
+                                       lr=optimizer.param_groups[0]["lr"], epoch=state.epoch, **extra)
                     if progress is not None:
                         progress.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tgt_tokens_per_s']:.0f}")
-                    window_tokens, window_start, window_loss = 0, time.perf_counter(), 0.0
+                    window_tokens, window_start, window_loss, window_align = 0, time.perf_counter(), 0.0, 0.0
                 if state.step % t.valid_every == 0:
                     history.append({"step": state.step, **validate()})
                     if state.bad_validations >= t.early_stopping_patience:

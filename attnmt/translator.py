@@ -47,6 +47,8 @@ class Translation:
     attention: np.ndarray | None  # [len(tgt_tokens) + 1, len(src_tokens)]: one row per output token and </s>
     score: float
     n_best: list["Translation"] = field(default_factory=list)  # all hypotheses, best first (incl. this one)
+    # Word links (0-based source word, output word) when asked for (Translator.align, attnmt.align.extract)
+    alignment: set[tuple[int, int]] | None = None
 
 
 class Translator:
@@ -132,6 +134,23 @@ class Translator:
             if was_training:
                 self.model.train()
         return results  # type: ignore[return-value]
+
+    def align(self, translations: list[Translation], method: str = "argmax", threshold: float = 0.5,
+              layer: int | None = None, head: int | None = None, reverse: "Translator | None" = None,
+              symmetrization: str | None = None) -> list[Translation]:
+        """Fill each translation's ``alignment``: word links between the source's whitespace words and
+        the output's, read off the attention of a teacher-forced pass over the output
+        (:func:`attnmt.align.align_pairs`; the same methods and symmetrization as ``attnmt align``)."""
+        from attnmt.align import align_pairs
+
+        todo = [t for t in translations if t.source.split() and t.text.split()]
+        found = align_pairs(self, [t.source for t in todo], [t.text for t in todo], method, threshold, layer, head,
+                            reverse, symmetrization)
+        for t in translations:
+            t.alignment = set()
+        for t, links in zip(todo, found):
+            t.alignment = links
+        return translations
 
     def _search(self, src, src_len, beam_size: int, n_best: int, stopping: str, **kwargs):
         if beam_size == 1 and n_best == 1:  # the same output as beam search's, faster

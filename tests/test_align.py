@@ -204,7 +204,8 @@ def test_align_command_on_tiny_model(tiny_model, tiny_corpus, tmp_path, capsys):
             "--out", str(out), "--json", str(tmp_path / "scores.json")]
     assert main(args) == 0
     table = capsys.readouterr().out
-    assert "| argmax |" in table and "| threshold |" in table and "| diagonal |" in table
+    for row in ("attention argmax", "attention threshold", "attention shift", "diagonal"):
+        assert f"| {row} |" in table
     lines = out.read_text(encoding="utf-8").splitlines()
     targets = (tiny_corpus / "test.tgt").read_text(encoding="utf-8").splitlines()
     assert len(lines) == len(targets)
@@ -218,6 +219,6 @@ def test_align_command_errors_are_one_line(tmp_path, capsys, tiny_corpus):
     assert "--baseline diagonal" in capsys.readouterr().err
     bad = tmp_path / "bad.gold"
     bad.write_text("1-1\n" * 3, encoding="utf-8")
-    assert main(["align", "--baseline", "diagonal", "--method", "diagonal", "--src", str(tiny_corpus / "test.src"),
+    assert main(["align", "--baseline", "diagonal", "--src", str(tiny_corpus / "test.src"),
                  "--tgt", str(tiny_corpus / "test.tgt"), "--gold", str(bad)]) == 2
     assert "lines" in capsys.readouterr().err

@@ -41,6 +41,8 @@ class ParallelData:
     tgt_text: list[str]
     src_ids: list[list[int]]
     tgt_ids: list[list[int]]
+    # Guided alignment (attnmt/guidance.py): per pair, each target piece's linked source pieces, or None
+    guidance: list | None = None
 
     def __len__(self) -> int:
         return len(self.src_ids)

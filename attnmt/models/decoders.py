@@ -94,6 +94,10 @@ class BahdanauDecoder(_AttentionDecoderBase):
     the state update s_i = f(s_{i-1}, y_{i-1}, c_i) and the readout t_i = g(s_i, y_{i-1}, c_i).
     """
 
+    # The query of step i, s_{i-1}, has read the inputs up to y_{i-2}: one step behind its own input
+    # y_{i-1} (attnmt.align.extract's shift method reads y_i's alignment at step i + 2).
+    query_lag = 1
+
     def __init__(
         self,
         vocab_size: int,
@@ -129,6 +133,9 @@ class BahdanauDecoder(_AttentionDecoderBase):
 class LuongDecoder(_AttentionDecoderBase):
     """Luong et al. (2015): the current state s_i queries the source; the attentional vector
     h~_i = tanh(W_c [c_i; s_i]) (eq. 5) feeds the output layer and, with input feeding, the next step."""
+
+    # The query of step i, s_i, has read its own input y_{i-1} (shift reads y_i's alignment at step i + 1).
+    query_lag = 0
 
     def __init__(
         self,

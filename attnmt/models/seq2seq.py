@@ -65,6 +65,8 @@ class Seq2Seq(EncoderDecoder):
     final state, from which the decoder must produce the whole translation."""
 
     model_type = "seq2seq"
+    has_attention = False  # capabilities that align, study and serve ask of a model
+    has_heads = False
 
     def __init__(self, src_vocab_size, tgt_vocab_size, emb_size, hidden_size, enc_layers, dec_layers,
                  cell="lstm", dropout=0.0, reverse_source=True, tie_embeddings=False):
@@ -92,6 +94,8 @@ class RNNSearch(EncoderDecoder):
     word, and the decoder attends over all of them at every target step."""
 
     model_type = "rnnsearch"
+    has_attention = True
+    has_heads = False
 
     def __init__(self, src_vocab_size, tgt_vocab_size, emb_size, hidden_size, enc_layers, dec_layers,
                  cell="lstm", dropout=0.0, attention="bahdanau", attn_size=None, input_feeding=False,
@@ -112,6 +116,11 @@ class RNNSearch(EncoderDecoder):
             decoder = LuongDecoder(tgt_vocab_size, emb_size, enc_size, dec_hidden, dec_layers, cell, dropout,
                                    method, attn_size, input_feeding)
         super().__init__(encoder, decoder, tgt_vocab_size, tie_embeddings)
+
+    @property
+    def query_lag(self) -> int:
+        """How many target inputs the attention's query is behind its step's input (the decoder's order)."""
+        return self.decoder.query_lag
 
     def encode(self, src: Tensor, src_len: Tensor) -> dict[str, Tensor]:
         h, final = self.encoder(src, src_len)

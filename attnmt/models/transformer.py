@@ -112,6 +112,9 @@ class Transformer(nn.Module):
     """Vaswani et al. (2017): an encoder stack and a decoder stack of attention layers, no recurrence."""
 
     model_type = "transformer"
+    has_attention = True
+    has_heads = True
+    query_lag = 0  # position i's query has read its input y_{i-1} through the causal self-attention
 
     def __init__(self, src_vocab_size: int, tgt_vocab_size: int, d_model: int = 256, n_heads: int = 4,
                  ff_size: int = 1024, enc_layers: int = 3, dec_layers: int = 3, dropout: float = 0.1,
@@ -207,11 +210,14 @@ class Transformer(nn.Module):
             weights.append(w)
         return self.dec_ln(y), new_state, weights
 
-    def forward(self, src: Tensor, src_len: Tensor, tgt_in: Tensor) -> tuple[Tensor, Tensor]:
-        """Teacher forcing: logits [B,T,V] and the last decoder layer's cross-attention, head-averaged, [B,T,S]."""
+    def forward(self, src: Tensor, src_len: Tensor, tgt_in: Tensor, layer: int = -1,
+                head: int | None = None) -> tuple[Tensor, Tensor]:
+        """Teacher forcing: logits [B,T,V] and one decoder layer's cross-attention [B,T,S]: the last
+        layer's (or ``layer``'s), averaged over the heads (or ``head``'s alone)."""
         enc = self.encode(src, src_len)
         y, _, weights = self._decode(tgt_in, self.init_state(enc), enc)
-        return self.output(y), weights[-1].mean(dim=1)
+        chosen = weights[layer]
+        return self.output(y), chosen.mean(dim=1) if head is None else chosen[:, head]
 
     def decode_step(self, y_prev: Tensor, state: dict[str, Tensor], enc: dict[str, Tensor]):
         """One token y_prev [B] -> float32 log p(y | y_<=prev, x) [B,V], the new state, alpha [B,S]."""

@@ -1,0 +1,24 @@
+"""Attention as word alignment: links, extraction from a model, symmetrization, scores, baselines.
+
+* :mod:`attnmt.align.links`: gold files, Pharaoh links, symmetrization (intersection, union,
+  grow-diag-final-and);
+* :mod:`attnmt.align.extract`: teacher-forced attention merged to words and read as links
+  (argmax, threshold, shift);
+* :mod:`attnmt.align.scores`: AER, precision, recall;
+* :mod:`attnmt.align.eflomal`: the statistical aligner's links, the baseline of every report;
+* :mod:`attnmt.align.command`: what ``attnmt align`` does.
+"""
+
+from attnmt.align.eflomal import eflomal_align
+from attnmt.align.extract import (METHODS, WordAttention, argmax_links, attention_matrices, diagonal_links,
+                                  extract_alignments, links_from_attention, threshold_links, word_attention)
+from attnmt.align.links import (SYMMETRIZATIONS, GoldAlignment, Link, format_links, grow_diag_final_and, parse_gold,
+                                parse_links, read_gold, read_links, symmetrize)
+from attnmt.align.scores import AlignmentScores, format_scores, score_alignments
+from attnmt.align.command import AlignResult, align_files, align_pairs
+
+__all__ = ["METHODS", "SYMMETRIZATIONS", "AlignResult", "AlignmentScores", "GoldAlignment", "Link", "WordAttention",
+           "align_files", "align_pairs", "argmax_links", "attention_matrices", "diagonal_links", "eflomal_align",
+           "extract_alignments", "format_links", "format_scores", "grow_diag_final_and", "links_from_attention",
+           "parse_gold", "parse_links", "read_gold", "read_links", "score_alignments", "symmetrize",
+           "threshold_links", "word_attention"]

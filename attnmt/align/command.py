@@ -1,0 +1,174 @@
+"""What ``attnmt align`` does: align files with a model, a reverse model and baselines; score them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from attnmt.align.eflomal import eflomal_align
+from attnmt.align.extract import METHODS, attention_matrices, diagonal_links, links_from_attention
+from attnmt.align.links import SYMMETRIZATIONS, GoldAlignment, Link, read_gold, symmetrize
+from attnmt.align.scores import AlignmentScores, score_alignments
+from attnmt.errors import UserError
+
+
+@dataclass
+class AlignResult:
+    """What `attnmt align` computed: links per row, the row written as output, and scores given gold."""
+
+    links: dict[str, list[set[Link]]]  # row name -> one link set per sentence pair
+    scores: dict[str, AlignmentScores]  # row name -> scores (empty without gold)
+    output: str  # the row whose links are the command's output
+    seconds: dict[str, float] = field(default_factory=dict)  # what ran (diagonal, eflomal, a model) -> its time
+
+
+BASELINES = ("diagonal", "eflomal")
+
+
+def align_pairs(translator, sources: Sequence[str], targets: Sequence[str], method: str = "argmax",
+                threshold: float = 0.5, layer: int | None = None, head: int | None = None, reverse=None,
+                symmetrization: str | None = None) -> list[set[Link]]:
+    """Word links of (source, target) pairs from ``translator``'s attention, optionally symmetrized
+    with those of ``reverse`` (a translator of the other direction, whose links are turned back into
+    (source, target) order). Used by ``attnmt align``, ``attnmt translate --alignments`` and the server."""
+    if symmetrization is not None and symmetrization not in SYMMETRIZATIONS:
+        raise UserError(f"symmetrization {symmetrization!r} is unknown; allowed: {' | '.join(SYMMETRIZATIONS)}")
+    if symmetrization is not None and reverse is None:
+        raise UserError("symmetrizing combines two directions; give a reverse model (--reverse-model DIR) too")
+    rows = attention_rows(translator, sources, targets, (method,), threshold, layer, head, reverse)
+    if reverse is None:
+        return rows[f"attention {method}"]
+    return rows[f"attention {method} {symmetrization or 'intersection'}"]
+
+
+def attention_rows(translator, sources: Sequence[str], targets: Sequence[str], methods: Sequence[str],
+                   threshold: float = 0.5, layer: int | None = None, head: int | None = None,
+                   reverse=None) -> dict[str, list[set[Link]]]:
+    """Links by each of ``methods`` from one teacher-forced pass: rows ``attention METHOD`` and, with a
+    ``reverse`` translator, ``reverse attention METHOD`` and ``attention METHOD SYMMETRIZATION`` for each."""
+    for method in methods:
+        if method not in METHODS:
+            raise UserError(f"alignment method {method!r} is unknown; allowed: {' | '.join(METHODS)}")
+    rows: dict[str, list[set[Link]]] = {}
+    forward = attention_matrices(translator, sources, targets, layer=layer, head=head)
+    backward = attention_matrices(reverse, targets, sources, layer=layer, head=head) if reverse is not None else None
+    for method in methods:
+        rows[f"attention {method}"] = [links_from_attention(m, method, threshold) for m in forward]
+        if backward is None:
+            continue
+        rows[f"reverse attention {method}"] = [{(i, j) for j, i in links_from_attention(m, method, threshold)}
+                                               for m in backward]
+        for how in SYMMETRIZATIONS:
+            rows[f"attention {method} {how}"] = symmetrize(rows[f"attention {method}"],
+                                                           rows[f"reverse attention {method}"], how)
+    return rows
+
+
+def eflomal_rows(sources: Sequence[str], targets: Sequence[str],
+                 corpus: Sequence[tuple[str, str]]) -> dict[str, list[set[Link]]]:
+    """eflomal learns from ``corpus`` plus the pairs themselves (lowercased, as statistical aligners
+    are usually run); its forward, reverse and symmetrized links of the pairs."""
+    n = len(sources)
+    forward, reverse = eflomal_align([s.lower() for s in sources] + [s.lower() for s, _ in corpus],
+                                     [t.lower() for t in targets] + [t.lower() for _, t in corpus])
+    forward, reverse = forward[:n], reverse[:n]
+    rows = {"eflomal forward": forward, "eflomal reverse": reverse}
+    for how in SYMMETRIZATIONS:
+        rows[f"eflomal {how}"] = symmetrize(forward, reverse, how)
+    return rows
+
+
+def align_files(model_dir: str | Path | None, src_path: str | Path, tgt_path: str | Path,
+                gold_path: str | Path | None = None, threshold: float = 0.5, baselines: Sequence[str] = (),
+                checkpoint: str = "best", method: str = "argmax", reverse_model: str | Path | None = None,
+                symmetrization: str | None = None, layer: int | None = None, head: int | None = None,
+                eflomal_corpus: str | Path | None = None) -> AlignResult:
+    """Align line-aligned, tokenized ``src_path``/``tgt_path`` with a model's attention (``method``:
+    argmax, threshold or shift; see attnmt.align.extract), a ``reverse_model`` trained in the other
+    direction and the two ``symmetrization``, and ``baselines`` (diagonal, eflomal); score every row
+    against ``gold_path`` (1-based, NAACL format) if given.
+
+    eflomal learns from the pairs plus ``eflomal_corpus`` (a TSV, source TAB target), by default the
+    training corpus of ``model_dir``'s config when it names one.
+    """
+    from attnmt.data.corpus import read_parallel
+
+    if not 0.0 < threshold <= 1.0:
+        raise UserError(f"--threshold {threshold} is out of range; allowed: > 0 and <= 1")
+    if method not in METHODS:
+        raise UserError(f"--method {method!r} is unknown; allowed: {' | '.join(METHODS)}")
+    if symmetrization is not None and reverse_model is None:
+        raise UserError("align: --symmetrize combines two directions; pass --reverse-model DIR too")
+    if reverse_model is not None and model_dir is None:
+        raise UserError("align: --reverse-model needs --model (the forward direction) too")
+    for name in baselines:
+        if name not in BASELINES:
+            raise UserError(f"--baseline {name!r} is unknown; allowed: {' | '.join(BASELINES)}")
+    pairs = read_parallel(src_path, tgt_path)
+    sources, targets = [s for s, _ in pairs], [t for _, t in pairs]
+    links: dict[str, list[set[Link]]] = {}
+    seconds: dict[str, float] = {}
+    clock = time.perf_counter()
+
+    def done(name: str) -> None:
+        nonlocal clock
+        seconds[name] = round(time.perf_counter() - clock, 2)
+        clock = time.perf_counter()
+
+    if "diagonal" in baselines:
+        links["diagonal"] = [diagonal_links(len(s.split()), len(t.split())) for s, t in pairs]
+        done("diagonal")
+    if "eflomal" in baselines:
+        rows = eflomal_rows(sources, targets, _eflomal_corpus(eflomal_corpus, model_dir))
+        links.update(rows)
+        done("eflomal")
+    output = next(iter(links), "")
+    if model_dir is not None:
+        from attnmt.translator import load
+
+        reverse = load(reverse_model, checkpoint=checkpoint) if reverse_model is not None else None
+        # With gold every method (and symmetrization) is scored; the output is the one asked for.
+        methods = METHODS if gold_path is not None else (method,)
+        links.update(attention_rows(load(model_dir, checkpoint=checkpoint), sources, targets, methods, threshold,
+                                    layer, head, reverse))
+        done("attention")
+        output = f"attention {method}" + (f" {symmetrization}" if symmetrization else "")
+    if not links:
+        raise UserError("align: nothing to align with; pass --model DIR, --baseline diagonal|eflomal, or both")
+    scores: dict[str, AlignmentScores] = {}
+    if gold_path is not None:
+        gold = read_gold(gold_path)
+        if len(gold) != len(pairs):
+            raise UserError(f"{gold_path} has {len(gold)} lines but {src_path} has {len(pairs)}; they must be "
+                            "line-aligned")
+        _check_gold_in_range(gold, pairs, gold_path)
+        scores = {name: score_alignments(found, gold) for name, found in links.items()}
+    return AlignResult(links, scores, output, seconds)
+
+
+def _eflomal_corpus(path, model_dir) -> list[tuple[str, str]]:
+    """The extra text eflomal learns from: ``path``, else the model's training corpus, else none."""
+    from attnmt.data.dataset import read_split
+
+    if path is not None:
+        from attnmt.data.corpus import read_tsv
+
+        return read_tsv(path)
+    if model_dir is None:
+        return []
+    from attnmt.translator import model_config
+
+    return read_split(model_config(Path(model_dir)).data, "train") or []
+
+
+def _check_gold_in_range(gold: Sequence[GoldAlignment], pairs: Sequence[tuple[str, str]], path) -> None:
+    """A gold link beyond a sentence's words means the files do not belong together."""
+    for number, (g, (s, t)) in enumerate(zip(gold, pairs), start=1):
+        n_src, n_tgt = len(s.split()), len(t.split())
+        bad = [(i, j) for i, j in g.possible if i >= n_src or j >= n_tgt]
+        if bad:
+            i, j = bad[0]
+            raise UserError(f"{path}:{number}: link {i + 1}-{j + 1} is outside the sentence pair ({n_src} source, "
+                            f"{n_tgt} target words); check that the gold file belongs to these sentences")

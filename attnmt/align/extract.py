@@ -1,0 +1,247 @@
+"""Attention as word alignment: extraction from a model, and the alignment error rate.
+
+An attention model never sees a word alignment, yet at every target step it puts its weight on
+the source words it is translating. Reading the weights as links gives a word alignment that can
+be scored against human gold alignments (Bahdanau et al. 2014, section 5.2.1; alignment error
+rate of Och & Ney 2003).
+
+Links are 0-based ``(source word, target word)`` pairs (see :mod:`attnmt.align.links`).
+
+From pieces to words
+--------------------
+Models attend over subword pieces. Teacher forcing gives ``alpha[t, s]``: the weight target piece
+``t`` puts on source piece ``s``; the last row (the step that predicts ``</s>``) is dropped, since
+``</s>`` is no word. Pieces are merged with the tokenizers' ``word_ids``:
+
+* over a source word's pieces the weights are **summed**: a row stays a probability
+  distribution, and a word gets all the attention paid to any of its parts;
+* over a target word's pieces the rows are **averaged**: the mean of distributions is again a
+  distribution, so a word of many pieces does not count more than a word of one.
+
+Which row of the attention aligns a target word
+-----------------------------------------------
+Row ``t`` of the teacher-forced attention is the step that *predicts* ``y_t``. Chen et al. (2020,
+"Accurate word alignment induction from neural machine translation", Shift-Att) read instead the
+first step whose query has already *read* ``y_t``: a decoder decides where to look before it
+emits a word, so the step after ``y_t`` is read may point at ``y_t``'s source better. The row
+depends on the decoder's equations, declared by each model as ``query_lag`` (how many target
+inputs its query is behind the step's own input ``y_{t-1}``; ``y_t`` is the input of step t + 1):
+
+* Bahdanau's order: step i's query is ``s_{i-1}`` (eq. 6), which has read ``y_{i-2}``:
+  ``query_lag = 1``, ``y_t`` is read by the query of step ``t + 2``;
+* Luong's order: step i's query is ``s_i``, which has read ``y_{i-1}``: ``query_lag = 0``, step ``t + 1``;
+* the Transformer: position i's query has read ``y_{i-1}`` through the causal self-attention:
+  step ``t + 1``, as in Chen et al.
+
+To have every row, the model is run on ``<s> y_0 ... y_{T-1} </s>`` (one step more than training).
+
+Three ways to turn a word-level matrix into links (``METHODS``):
+
+* ``argmax``: each target word links to the source word with the most weight in the row that
+  predicts it (one link per target word, the usual choice for attention);
+* ``threshold``: every cell of those rows with weight >= ``threshold`` is a link (none, one or
+  several per target word);
+* ``shift``: argmax over the rows that have read the word (above).
+
+A Transformer has one attention per layer and head: ``layer`` and ``head`` choose one, and by
+default the last layer's heads are averaged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import torch
+
+from attnmt.align.links import Link
+from attnmt.errors import UserError
+Method = Literal["argmax", "threshold", "shift"]
+METHODS: tuple[str, ...] = ("argmax", "threshold", "shift")
+
+
+# ---------------------------------------------------------------- from attention to links
+
+
+def word_attention(alpha: np.ndarray, src_word_ids: Sequence[int], tgt_word_ids: Sequence[int]) -> np.ndarray:
+    """Merge piece-level attention ``alpha`` [T, S] into word level [n_tgt_words, n_src_words].
+
+    ``alpha`` has one row per target piece (the ``</s>`` row already removed) and one column per
+    source piece; ``*_word_ids`` give each piece's word (as ``Tokenizer.word_ids`` does, 0, 0, 1, ...).
+    Source pieces of a word are summed, target pieces of a word averaged (see the module docstring).
+    """
+    alpha = np.asarray(alpha, dtype=np.float64)
+    if alpha.shape != (len(tgt_word_ids), len(src_word_ids)):
+        raise ValueError(f"attention has shape {alpha.shape}, but there are {len(tgt_word_ids)} target and "
+                         f"{len(src_word_ids)} source pieces")
+    n_src = max(src_word_ids, default=-1) + 1
+    n_tgt = max(tgt_word_ids, default=-1) + 1
+    # Summing matrices: columns of the same source word are added, rows of one target word averaged.
+    src_sum = np.zeros((len(src_word_ids), n_src))
+    src_sum[np.arange(len(src_word_ids)), src_word_ids] = 1.0
+    tgt_mean = np.zeros((n_tgt, len(tgt_word_ids)))
+    tgt_mean[tgt_word_ids, np.arange(len(tgt_word_ids))] = 1.0
+    counts = tgt_mean.sum(axis=1, keepdims=True)
+    tgt_mean = np.divide(tgt_mean, counts, out=np.zeros_like(tgt_mean), where=counts > 0)
+    return tgt_mean @ alpha @ src_sum
+
+
+def argmax_links(word_alpha: np.ndarray) -> set[Link]:
+    """One link per target word: to the source word with the most attention (first one on ties)."""
+    if word_alpha.size == 0:
+        return set()
+    return {(int(i), j) for j, i in enumerate(word_alpha.argmax(axis=1))}
+
+
+def threshold_links(word_alpha: np.ndarray, threshold: float) -> set[Link]:
+    """Every (source, target) word pair whose attention weight is at least ``threshold``."""
+    tgt, src = np.nonzero(word_alpha >= threshold)
+    return {(int(i), int(j)) for i, j in zip(src, tgt)}
+
+
+def links_from_attention(matrix: "WordAttention | np.ndarray", method: Method = "argmax",
+                         threshold: float = 0.5) -> set[Link]:
+    """The links of one sentence pair's attention by ``method`` (see the module docstring).
+
+    ``matrix``: a :class:`WordAttention`, or a word-level matrix alone for argmax and threshold.
+    """
+    weights = matrix if isinstance(matrix, np.ndarray) else matrix.weights
+    if method == "argmax":
+        return argmax_links(weights)
+    if method == "threshold":
+        return threshold_links(weights, threshold)
+    if method == "shift":
+        if isinstance(matrix, np.ndarray):
+            raise ValueError("the shift method reads other rows of the attention: give a WordAttention")
+        return argmax_links(matrix.shifted)
+    raise ValueError(f"unknown alignment method {method!r}; use one of {', '.join(METHODS)}")
+
+
+def shifted_rows(alpha: np.ndarray, n_tgt: int, query_lag: int) -> np.ndarray:
+    """The rows of ``alpha`` (run on ``<s> y </s>``, [n_tgt + 2, S]) whose query has read y_t, t < n_tgt."""
+    rows = np.arange(n_tgt) + 1 + query_lag
+    if n_tgt and rows[-1] >= alpha.shape[0]:
+        raise ValueError(f"attention has {alpha.shape[0]} rows; shifting {n_tgt} target pieces by "
+                         f"{1 + query_lag} needs {rows[-1] + 1}")
+    return alpha[rows]
+
+
+def diagonal_links(n_src: int, n_tgt: int) -> set[Link]:
+    """The baseline that needs no model: target word j links to the source word at the same relative
+    position, ``i = floor((j + 0.5) * n_src / n_tgt)`` (the centre of word j, scaled)."""
+    if n_src == 0:
+        return set()
+    return {(min(int((j + 0.5) * n_src / n_tgt), n_src - 1), j) for j in range(n_tgt)}
+
+
+# ---------------------------------------------------------------- running a model
+
+
+@dataclass
+class WordAttention:
+    """Teacher-forced attention of one sentence pair, merged to whitespace-separated words."""
+
+    src_words: list[str]
+    tgt_words: list[str]
+    weights: np.ndarray  # [len(tgt_words), len(src_words)]: the rows that predict each word; rows sum to 1
+    src_pieces: list[str]
+    tgt_pieces: list[str]
+    piece_weights: np.ndarray  # [len(tgt_pieces), len(src_pieces)], the </s> row removed
+    shifted: np.ndarray  # like weights, from the rows whose query has read each word (method shift)
+
+
+def _word_ids(tokenizer, pieces: list[str], text: str, side: str) -> list[int]:
+    """The tokenizer's word of each piece, checked against the whitespace words of ``text``."""
+    ids = tokenizer.word_ids(pieces)
+    words = len(text.split())
+    if max(ids, default=-1) + 1 != words:
+        raise UserError(f"{side} sentence {text[:60]!r}: the tokenizer's {max(ids, default=-1) + 1} words do not "
+                        f"match its {words} whitespace-separated words; give tokenized text (spaces between words)")
+    return ids
+
+
+def teacher_forced_attention(model, batch, layer: int | None = None, head: int | None = None):
+    """One attention [B, T, S] of ``model`` under teacher forcing on ``batch`` (its ``tgt_in``).
+
+    A model with heads (``model.has_heads``) gives ``layer``'s cross-attention (default the last),
+    ``head``'s alone or averaged over the heads; a model with one attention refuses ``layer``/``head``.
+    """
+    if getattr(model, "has_heads", False):
+        weights = model.cross_attention(batch.src, batch.src_len, batch.tgt_in)  # [L, H, B, T, S]
+        n_layers, n_heads = weights.shape[:2]
+        if layer is not None and not -n_layers <= layer < n_layers:
+            raise UserError(f"--layer {layer} is out of range: the model has {n_layers} decoder layers "
+                            f"(0 to {n_layers - 1}, or -1 for the last)")
+        if head is not None and not 0 <= head < n_heads:
+            raise UserError(f"--head {head} is out of range: the model has {n_heads} heads (0 to {n_heads - 1})")
+        chosen = weights[-1 if layer is None else layer]
+        return chosen.mean(dim=0) if head is None else chosen[head]
+    if layer is not None or head is not None:
+        raise UserError(f"--layer / --head choose a Transformer's attention head; a {model.model_type} model has one "
+                        "attention: leave them out")
+    alpha = model(batch.src, batch.src_len, batch.tgt_in)[1]
+    if alpha is None:
+        raise UserError(f"the model is a {getattr(model, 'model_type', type(model).__name__)} model, which has no "
+                        "attention to align with; use an rnnsearch or transformer model")
+    return alpha
+
+
+@torch.inference_mode()
+def attention_matrices(translator, sources: Sequence[str], targets: Sequence[str], batch_tokens: int = 3000,
+                       layer: int | None = None, head: int | None = None) -> list[WordAttention]:
+    """Run ``translator``'s model with teacher forcing on each (source, target) pair.
+
+    ``translator`` is an :class:`attnmt.translator.Translator`; ``layer``/``head`` as in
+    :func:`teacher_forced_attention`. Raises UserError for a model without attention (seq2seq) or
+    line counts that differ.
+    """
+    from attnmt.data.batching import collate, token_batches
+    from attnmt.data.vocab import EOS_ID
+
+    if len(sources) != len(targets):
+        raise UserError(f"{len(sources)} source sentences but {len(targets)} target sentences; the files must be "
+                        "line-aligned")
+    model = translator.model
+    was_training = model.training
+    model.eval()
+    lag = getattr(model, "query_lag", 0)
+    src_pieces = [translator.src.tokens(s) for s in sources]
+    tgt_pieces = [translator.tgt.tokens(t) for t in targets]
+    src_ids = [translator.src.vocab.encode(p) for p in src_pieces]
+    tgt_ids = [translator.tgt.vocab.encode(p) for p in tgt_pieces]
+    results: list[WordAttention | None] = [None] * len(sources)
+    # Empty sides are legal (a gold file may hold them) and have no links; batch the rest.
+    todo = [k for k in range(len(sources)) if src_ids[k] and tgt_ids[k]]
+    for k in set(range(len(sources))) - set(todo):
+        empty = np.zeros((len(targets[k].split()), len(sources[k].split())))
+        results[k] = WordAttention(sources[k].split(), targets[k].split(), empty, src_pieces[k], tgt_pieces[k],
+                                   np.zeros((len(tgt_ids[k]), len(src_ids[k]))), empty)
+    for batch_index in token_batches([len(src_ids[k]) for k in todo], [len(tgt_ids[k]) + 1 for k in todo],
+                                     batch_tokens, shuffle=False, seed=0, epoch=0):
+        chosen = [todo[b] for b in batch_index]
+        # <s> y </s> as the input: the rows after the last word are there for the shift method
+        batch = collate([(src_ids[k], tgt_ids[k] + [EOS_ID]) for k in chosen], chosen).to(translator.device)
+        alpha = teacher_forced_attention(model, batch, layer, head).float().cpu().numpy()
+        for row, k in enumerate(chosen):
+            n_tgt, n_src = len(tgt_ids[k]), len(src_ids[k])
+            full = alpha[row, : n_tgt + 2, :n_src]
+            src_w = _word_ids(translator.src.tokenizer, src_pieces[k], sources[k], "source")
+            tgt_w = _word_ids(translator.tgt.tokenizer, tgt_pieces[k], targets[k], "target")
+            pieces = full[:n_tgt]  # the rows that predict each piece: the </s> rows and the padding dropped
+            results[k] = WordAttention(sources[k].split(), targets[k].split(), word_attention(pieces, src_w, tgt_w),
+                                       src_pieces[k], tgt_pieces[k], pieces,
+                                       word_attention(shifted_rows(full, n_tgt, lag), src_w, tgt_w))
+    if was_training:
+        model.train()
+    return results  # type: ignore[return-value]
+
+
+def extract_alignments(translator, sources: Sequence[str], targets: Sequence[str], method: Method = "argmax",
+                       threshold: float = 0.5, layer: int | None = None, head: int | None = None) -> list[set[Link]]:
+    """Word alignments of each pair from the model's attention (see the module docstring)."""
+    return [links_from_attention(m, method, threshold)
+            for m in attention_matrices(translator, sources, targets, layer=layer, head=head)]
+
+

@@ -1,0 +1,87 @@
+"""Guided alignment training (Garg et al. 2019, "Jointly Learning to Align and Translate with
+Transformer Models"; Chen et al. 2016 for RNNs): word links from a statistical aligner supervise
+one attention distribution while the model learns to translate.
+
+For the target piece ``y_t`` the links give a set of source words; every source piece of those
+words gets an equal share, which makes the target distribution ``G_t`` over source pieces
+(``G_t = 0`` when ``y_t``'s word has no link, and for the ``</s>`` step). The loss added to the
+translation loss is the cross-entropy of the supervised attention ``alpha_t`` against it,
+
+    L_align = - sum_t sum_j G_tj log alpha_tj         (Garg et al. 2019, eq. 6, summed over tokens)
+
+weighted by ``train.guided_alignment.weight`` (``lambda``) and divided by the batch's target
+tokens like the translation loss. The supervised attention is the one the model predicts ``y_t``
+with: the RNN attention's row ``t`` (computed before ``y_t`` is emitted), or one cross-attention
+head of one Transformer layer (``layer``, ``head``). Links file: 0-based Pharaoh ``i-j`` per line,
+line-aligned with the training corpus (``benchmarks/alignment.py prepare`` makes one with eflomal).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+from attnmt.align.links import Link, read_links
+from attnmt.errors import UserError
+
+# Guidance of one training pair: for each target piece, the source pieces it is linked to.
+PieceLinks = list[list[int]]
+
+
+def piece_links(links: set[Link], src_word_ids: Sequence[int], tgt_word_ids: Sequence[int]) -> PieceLinks:
+    """Word links -> for each target piece, the (sorted) source pieces of its word's linked words."""
+    pieces_of: dict[int, list[int]] = {}
+    for piece, word in enumerate(src_word_ids):
+        pieces_of.setdefault(word, []).append(piece)
+    linked: dict[int, list[int]] = {}
+    for i, j in links:
+        linked.setdefault(j, []).extend(pieces_of.get(i, []))
+    return [sorted(set(linked.get(word, []))) for word in tgt_word_ids]
+
+
+def load_guidance(links_path: str, corpus_pairs: Sequence[tuple[str, str]], train_src: Sequence[str],
+                  train_tgt: Sequence[str], src_proc, tgt_proc) -> tuple[list[PieceLinks | None], dict]:
+    """The guidance of each training pair, found by its text among ``corpus_pairs`` (the corpus as
+    read, line-aligned with the links file), so that held-out and filtered pairs need no bookkeeping.
+    Pairs not in the corpus file (augmented copies) get None: no guidance.
+    """
+    links = read_links(links_path, corpus_pairs)
+    by_text: dict[tuple[str, str], set[Link]] = {}
+    for pair, pair_links in zip(corpus_pairs, links):
+        by_text.setdefault(pair, pair_links)
+    guidance: list[PieceLinks | None] = []
+    stats = {"guided": 0, "unguided": 0, "links": 0}
+    for src, tgt in zip(train_src, train_tgt):
+        found = by_text.get((src, tgt))
+        if found is None:
+            guidance.append(None)
+            stats["unguided"] += 1
+            continue
+        src_w = src_proc.tokenizer.word_ids(src_proc.tokens(src))
+        tgt_w = tgt_proc.tokenizer.word_ids(tgt_proc.tokens(tgt))
+        if max(src_w, default=-1) + 1 != len(src.split()) or max(tgt_w, default=-1) + 1 != len(tgt.split()):
+            raise UserError(f"train.guided_alignment: the tokenizer's words of {src[:40]!r} / {tgt[:40]!r} differ "
+                            "from its whitespace words; guided alignment needs a subword tokenizer (bpe, unigram)")
+        guidance.append(piece_links(found, src_w, tgt_w))
+        stats["guided"] += 1
+        stats["links"] += len(found)
+    return guidance, stats
+
+
+def guidance_matrix(guidance: Sequence[PieceLinks | None], src_len: int, tgt_len: int,
+                    device: torch.device) -> Tensor:
+    """G [B, tgt_len, src_len] for a batch: row t is y_t's target distribution over source pieces."""
+    G = torch.zeros(len(guidance), tgt_len, src_len)
+    for b, pair in enumerate(guidance):
+        for t, sources in enumerate(pair or []):
+            if sources:
+                G[b, t, sources] = 1.0 / len(sources)
+    return G.to(device)
+
+
+def alignment_loss(alpha: Tensor, G: Tensor) -> Tensor:
+    """Summed cross-entropy ``- sum G log alpha`` over the guided rows (see the module docstring)."""
+    # alpha is exactly 0 only at padding, where G is 0 too; the floor keeps 0 * log 0 at 0.
+    return -(G * torch.log(alpha.float().clamp_min(1e-12))).sum()
