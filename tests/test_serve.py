@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -282,20 +281,24 @@ def test_concurrent_requests_are_decoded_in_one_batch(tiny_model):
     assert [a["translations"][0]["text"] for a in answers] == [e.text for e in alone]
 
 
+@pytest.mark.timeout(120)
 def test_max_batch_size_1_decodes_one_request_at_a_time(tiny_model):
-    app = create_app({"m": tiny_model}, max_batch_size=1, max_wait_ms=2000)
+    # A batch that can hold one request does not wait for company: with a ten-minute window, a
+    # batcher that waited would run into the timeout instead of answering four requests.
+    app = create_app({"m": tiny_model}, max_batch_size=1, max_wait_ms=600_000)
     with TestClient(app) as c:
-        t0 = time.perf_counter()
         answers = _concurrent(c, [{"text": SENTENCE}] * 4)
-        # no waiting for company when a batch can only hold one request
-        assert time.perf_counter() - t0 < 2.0
-    assert all(a["timing"]["batch_requests"] == 1 for a in answers)
+    assert all(a["timing"]["batch_requests"] == 1 and a["timing"]["batch_size"] == 1 for a in answers)
 
 
-def test_requests_of_different_settings_are_not_mixed(client):
-    bodies = [{"text": SENTENCE, "beam": 2}, {"text": SENTENCE, "beam": 3}, {"text": SENTENCE, "model": "tf"}]
-    for answer in _concurrent(client, bodies):
-        assert answer["timing"]["batch_size"] == 1
+def test_requests_of_different_settings_are_not_mixed(tiny_model, tiny_transformer):
+    # Six requests, two of each setting, and a window long enough for all six to be collected
+    # together (the batch closes when the sixth arrives): each decode call serves one setting's two.
+    app = create_app({"rnn": tiny_model, "tf": tiny_transformer}, max_batch_size=6, max_wait_ms=60_000)
+    bodies = [{"text": SENTENCE, "beam": 2}, {"text": SENTENCE, "beam": 3}, {"text": SENTENCE, "model": "tf"}] * 2
+    with TestClient(app) as c:
+        answers = _concurrent(c, bodies)
+    assert all(a["timing"]["batch_requests"] == 2 and a["timing"]["batch_size"] == 2 for a in answers), answers
 
 
 def _run(coro):
@@ -325,24 +328,32 @@ def test_batcher_groups_by_key_and_never_splits_a_job():
 
 
 def test_batcher_keeps_the_event_loop_free_while_decoding():
+    started, release = threading.Event(), threading.Event()
+    decoded_in: list[str] = []
+
     def slow(key, items):
-        time.sleep(0.4)  # a long decode, in the worker thread
+        started.set()
+        decoded_in.append(threading.current_thread().name)
+        release.wait(timeout=30)  # a decode that lasts until the event loop says so
         return items
 
     async def main():
         batcher = DynamicBatcher(slow, max_batch_size=8, max_wait_s=0.0)
         batcher.start()
         job = asyncio.ensure_future(batcher.submit("k", [1]))
-        ticks = 0
-        while not job.done():
-            await asyncio.sleep(0.01)
-            ticks += 1
+        while not started.is_set():
+            await asyncio.sleep(0.001)
+        for _ in range(5):  # the loop keeps running while the decode is under way ...
+            await asyncio.sleep(0)
+        still_decoding = not job.done()
+        release.set()  # ... and only the loop can end it
+        result = await job
         await batcher.stop()
-        return ticks, job.result()
+        return still_decoding, result
 
-    ticks, (result, info) = _run(main())
-    assert result == [1] and ticks >= 10  # the loop ran all along
-    assert threading.current_thread().name == "MainThread"
+    still_decoding, (result, info) = _run(main())
+    assert still_decoding and result == [1]
+    assert decoded_in and decoded_in[0] != threading.current_thread().name  # a worker thread decoded it
 
 
 def test_batcher_failure_is_per_batch_and_stop_fails_waiting_jobs():
