@@ -11,6 +11,7 @@ import torch
 torch.set_num_threads(1)
 
 from attnmt.config import Config, DataConfig, DecodeConfig, ModelConfig, TrainConfig
+from tests.ci_skips import pytest_make_collect_report, pytest_runtest_makereport  # noqa: F401 (CI=true: skips fail)
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
