@@ -14,10 +14,26 @@ dev=0
 if [ "$dev" = 1 ]; then
   packages="chromium fonts-noto-cjk ffmpeg libcairo2-dev libpango1.0-dev pkg-config"
   if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
-    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $packages >/dev/null \
-      || echo "setup: apt-get could not install ($packages); the browser and animation tests will be skipped"
+    apt-get update -qq >/dev/null || echo "setup: apt-get update failed; installing from the cached package lists"
+    # All at once, and if that fails one by one, so that one unavailable package does not stop the rest.
+    if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $packages >/dev/null 2>&1; then
+      for p in $packages; do
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$p" >/dev/null 2>&1 || true
+      done
+    fi
+  fi
+  if command -v dpkg-query >/dev/null; then
+    missing=""
+    for p in $packages; do
+      dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+    done
+    if [ -n "$missing" ]; then
+      echo "setup: could not install:$missing (apt-get install -y$missing, as root); the tests that need them" \
+           "skip, and fail under CI=true"
+    fi
   else
-    echo "setup: not root or no apt-get: install $packages yourself, or those tests will be skipped"
+    echo "setup: no dpkg: install the equivalents of $packages yourself, or the tests that need them skip" \
+         "(and fail under CI=true)"
   fi
 fi
 
