@@ -1,0 +1,180 @@
+"""Symmetrization, the shift extraction method, links files and alignments where users translate.
+
+Expected values are worked by hand (symmetrization), or come from the models' own behaviour
+measured a second way (which attention row first changes when an input word changes).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from attnmt.align import (METHODS, SYMMETRIZATIONS, WordAttention, grow_diag_final_and, links_from_attention,
+                          parse_links, read_links, symmetrize)
+from attnmt.align.extract import shifted_rows
+from attnmt.cli import ALIGN_METHODS, SYMMETRIZATIONS as CLI_SYMMETRIZATIONS, main
+from attnmt.config import ModelConfig
+from attnmt.errors import UserError
+from attnmt.models import build_model
+
+
+def test_cli_choices_are_the_library_ones():
+    assert ALIGN_METHODS == METHODS and CLI_SYMMETRIZATIONS == SYMMETRIZATIONS
+
+
+# ---------------------------------------------------------------- symmetrization, worked by hand
+
+def test_intersection_and_union():
+    f, r = [{(0, 0), (1, 1), (2, 1)}], [{(0, 0), (1, 2)}]
+    assert symmetrize(f, r, "intersection") == [{(0, 0)}]
+    assert symmetrize(f, r, "union") == [{(0, 0), (1, 1), (2, 1), (1, 2)}]
+
+
+def test_grow_diag_final_and_final_step_needs_both_words_unaligned():
+    forward = {(0, 0), (1, 1), (2, 1), (4, 3)}
+    reverse = {(0, 0), (1, 1), (1, 2), (3, 3)}
+    # intersection {0-0, 1-1}; grow-diag adds 2-1 (source 2 unaligned) and 1-2 (target 2 unaligned), both
+    # neighbours of 1-1; 4-3 and 3-3 neighbour nothing aligned. final-and, forward first: 4-3 (both words
+    # free) is taken; then 3-3 is not, its target word 3 is now aligned (plain "final" would take it).
+    assert grow_diag_final_and(forward, reverse) == {(0, 0), (1, 1), (2, 1), (1, 2), (4, 3)}
+
+
+def test_grow_diag_does_not_take_a_link_whose_words_are_both_aligned():
+    forward = {(0, 0), (1, 1), (2, 1), (1, 2)}
+    reverse = {(0, 0), (1, 1), (2, 2)}
+    # 2-1 and 1-2 grow from 1-1 first (neighbour order: vertical/horizontal before diagonal); 2-2 is then a
+    # neighbour whose source 2 and target 2 are both aligned, and final-and wants both free.
+    assert symmetrize([forward], [reverse], "grow-diag-final-and") == [{(0, 0), (1, 1), (2, 1), (1, 2)}]
+    assert (2, 2) in symmetrize([forward], [reverse], "union")[0]
+
+
+def test_symmetrize_refuses_unknown_method_and_unequal_lengths():
+    with pytest.raises(ValueError, match="grow-diag-final-and"):
+        symmetrize([set()], [set()], "grow")
+    with pytest.raises(ValueError, match="1 forward but 2 reverse"):
+        symmetrize([set()], [set(), set()], "union")
+
+
+# ---------------------------------------------------------------- the shift method
+
+def _first_changed_row(model, position: int) -> int:
+    """The first attention row that changes when the target input at ``position`` changes."""
+    src = torch.tensor([[5, 6, 7, 8, 9, 10]])
+    src_len = torch.tensor([6])
+    tgt_in = torch.tensor([[2, 11, 12, 13, 14, 15, 16]])
+    changed = tgt_in.clone()
+    changed[0, position] = 17
+    with torch.no_grad():
+        a = model(src, src_len, tgt_in)[1][0]
+        b = model(src, src_len, changed)[1][0]
+    rows = [r for r in range(a.size(0)) if not torch.allclose(a[r], b[r], atol=0, rtol=0)]
+    return rows[0]
+
+
+@pytest.mark.parametrize("kw, lag", [
+    (dict(type="rnnsearch", attention="bahdanau"), 1),
+    (dict(type="rnnsearch", attention="luong_general", input_feeding=True), 0),
+    (dict(type="rnnsearch", attention="luong_dot"), 0),
+    (dict(type="transformer", d_model=16, n_heads=2, ff_size=32, enc_layers=1, dec_layers=2), 0),
+], ids=["bahdanau", "luong-feed", "luong-dot", "transformer"])
+def test_query_lag_is_where_the_attention_first_reads_an_input(kw, lag):
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(emb_size=8, hidden_size=16, dropout=0.0, **kw), 20, 30).eval()
+    assert model.query_lag == lag
+    for position in (1, 3):
+        # y_t is the input at position t + 1; its first reader is the row the shift method takes for y_t
+        assert _first_changed_row(model, position) == position + lag
+
+
+@pytest.mark.parametrize("lag", [0, 1])
+def test_shift_reads_the_row_after_the_word_is_read(lag):
+    # 3 target pieces run as <s> y0 y1 y2 </s>: rows 0..4, row r's input is the r-th of those
+    alpha = np.arange(5 * 3, dtype=float).reshape(5, 3)
+    # y_t is the input of row t + 1, read by the query of row t + 1 + lag
+    np.testing.assert_array_equal(shifted_rows(alpha, 3, lag), alpha[[1 + lag, 2 + lag, 3 + lag]])
+    with pytest.raises(ValueError, match="rows"):
+        shifted_rows(alpha[:4], 3, 1)
+
+
+def test_links_by_method_on_a_hand_built_matrix():
+    weights = np.array([[0.6, 0.4], [0.3, 0.7]])  # rows: target words; columns: source words
+    shifted = np.array([[0.1, 0.9], [0.8, 0.2]])
+    m = WordAttention(["a", "b"], ["x", "y"], weights, [], [], np.zeros((2, 2)), shifted)
+    assert links_from_attention(m, "argmax") == {(0, 0), (1, 1)}
+    assert links_from_attention(m, "shift") == {(1, 0), (0, 1)}
+    assert links_from_attention(m, "threshold", 0.65) == {(1, 1)}
+    with pytest.raises(ValueError, match="WordAttention"):
+        links_from_attention(weights, "shift")
+
+
+# ---------------------------------------------------------------- links files
+
+def test_read_links_names_file_and_line(tmp_path):
+    path = tmp_path / "train.links"
+    pairs = [("a b", "x y"), ("c", "z")]
+    path.write_text("0-0 1-1\n0-0\n", encoding="utf-8")
+    assert read_links(path, pairs) == [{(0, 0), (1, 1)}, {(0, 0)}]
+    path.write_text("0-0 1-1\n0:0\n", encoding="utf-8")
+    with pytest.raises(UserError, match=r"train.links:2: not a Pharaoh link"):
+        read_links(path, pairs)
+    path.write_text("0-0 1-2\n0-0\n", encoding="utf-8")
+    with pytest.raises(UserError, match=r"train.links:1: link 1-2 points past the sentence pair \(2 source, 2 target"):
+        read_links(path, pairs)
+    path.write_text("0-0\n", encoding="utf-8")
+    with pytest.raises(UserError, match="1 lines but the corpus has 2"):
+        read_links(path, pairs)
+    assert parse_links("") == set()
+
+
+def test_train_with_a_bad_links_file_is_one_line_exit_2(tiny_corpus, tmp_path, capsys):
+    from attnmt.config import config_to_dict
+    import yaml
+
+    from tests.conftest import tiny_config
+
+    lines = (tiny_corpus / "train.src").read_text(encoding="utf-8").splitlines()
+    links = tmp_path / "train.links"
+    links.write_text("0-0\n" * (len(lines) - 1) + "0-99\n", encoding="utf-8")
+    config = tiny_config(tiny_corpus, max_steps=2)
+    config.train.guided_alignment.links = str(links)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config_to_dict(config)), encoding="utf-8")
+    assert main(["train", str(path), "--model-dir", str(tmp_path / "m")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"train.links:{len(lines)}: link 0-99 points past" in err[0]
+
+
+# ---------------------------------------------------------------- alignments where users translate
+
+def _parse_output(line: str):
+    text, links = line.split(" ||| ")
+    return text, parse_links(links)
+
+
+def test_translate_alignments_format(tiny_model, tiny_corpus, tmp_path, capsys):
+    sources = (tiny_corpus / "test.src").read_text(encoding="utf-8").splitlines()[:6]
+    (tmp_path / "in.txt").write_text("\n".join(sources) + "\n", encoding="utf-8")
+    assert main(["translate", "--model", str(tiny_model), "--input", str(tmp_path / "in.txt"), "--alignments",
+                 "--beam", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(sources)
+    for source, line in zip(sources, lines):
+        text, links = _parse_output(line)
+        n_src, n_out = len(source.split()), len(text.split())
+        # argmax: exactly one link per output word, each to a word of the source
+        assert sorted(j for _, j in links) == list(range(n_out))
+        assert all(0 <= i < n_src for i, _ in links)
+
+
+def test_translate_alignments_symmetrized_is_within_each_direction(tiny_model, tiny_corpus, tmp_path, capsys):
+    from attnmt.translator import load
+
+    sources = (tiny_corpus / "test.src").read_text(encoding="utf-8").splitlines()[:4]
+    translator = load(tiny_model)
+    plain = translator.align(translator.translate(sources, beam=1))
+    both = translator.align(translator.translate(sources, beam=1), reverse=translator, symmetrization="intersection")
+    for p, b in zip(plain, both):
+        assert b.alignment <= p.alignment  # the intersection keeps only links the forward direction has
+    with pytest.raises(UserError, match="reverse model"):
+        translator.align(translator.translate(sources[:1], beam=1), symmetrization="union")

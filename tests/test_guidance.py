@@ -1,0 +1,109 @@
+"""Guided alignment training (attnmt/guidance.py): the loss, where its gradient goes, and its effect."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from attnmt.config import ModelConfig
+from attnmt.guidance import alignment_loss, guidance_matrix, piece_links
+from attnmt.models import build_model
+
+from tests.conftest import tiny_config
+
+
+def test_alignment_loss_is_the_cross_entropy_worked_by_hand():
+    alpha = torch.tensor([[[0.25, 0.5, 0.25], [0.1, 0.1, 0.8]]])
+    G = torch.tensor([[[0.5, 0.5, 0.0], [0.0, 0.0, 0.0]]])  # the second row has no link: it adds nothing
+    expected = -(0.5 * math.log(0.25) + 0.5 * math.log(0.5))
+    assert alignment_loss(alpha, G).item() == pytest.approx(expected, rel=1e-6)
+
+
+def test_piece_links_and_guidance_matrix():
+    # source words: [a b] [c]; target words: [x] [y z]; links a-word0->x, c->y-z word, a->y-z word
+    links = {(0, 0), (1, 1), (0, 1)}
+    assert piece_links(links, [0, 0, 1], [0, 1, 1]) == [[0, 1], [0, 1, 2], [0, 1, 2]]
+    G = guidance_matrix([[[0, 1], [2], []]], src_len=4, tgt_len=4, device=torch.device("cpu"))
+    assert G[0].tolist() == [[0.5, 0.5, 0, 0], [0, 0, 1, 0], [0, 0, 0, 0], [0, 0, 0, 0]]
+    assert guidance_matrix([None], 2, 2, torch.device("cpu")).sum() == 0
+
+
+def _grads(model) -> dict[str, float]:
+    return {n: (0.0 if p.grad is None else p.grad.abs().sum().item()) for n, p in model.named_parameters()}
+
+
+SRC, SRC_LEN = torch.tensor([[5, 6, 7, 8]]), torch.tensor([4])
+TGT_IN = torch.tensor([[2, 9, 10, 11]])
+G = guidance_matrix([[[0], [2], [1, 3]]], 4, 4, torch.device("cpu"))
+
+
+def test_rnn_guidance_gradient_reaches_only_what_the_attention_depends_on():
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(type="rnnsearch", emb_size=8, hidden_size=16, dropout=0.0), 20, 30)
+    _, alpha = model(SRC, SRC_LEN, TGT_IN)
+    alignment_loss(alpha, G).backward()
+    grads = _grads(model)
+    # The output layer and the readout come after the attention: no gradient; its own parameters get one.
+    assert grads["output.weight"] == 0 and grads["decoder.readout.weight"] == 0
+    assert all(grads[f"decoder.attention.{name}.weight"] > 0 for name in ("W_s", "W_h", "v"))
+
+
+def test_transformer_guidance_supervises_one_head_of_one_layer():
+    torch.manual_seed(0)
+    cfg = ModelConfig(type="transformer", d_model=16, n_heads=2, ff_size=32, enc_layers=1, dec_layers=2, dropout=0.0)
+    model = build_model(cfg, 20, 30)
+    logits, alpha = model(SRC, SRC_LEN, TGT_IN, layer=0, head=1)
+    assert torch.equal(alpha, model.cross_attention(SRC, SRC_LEN, TGT_IN)[0, 1])
+    alignment_loss(alpha, G).backward()
+    grads = _grads(model)
+    assert all(v == 0 for n, v in grads.items() if n.startswith("decoder.1.") or n.startswith("output"))
+    assert sum(v for n, v in grads.items() if n.startswith("decoder.0.cross_attn")) > 0
+
+
+def _links_file(corpus: Path, tmp_path: Path) -> Path:
+    """The synthetic corpus's gold links (1-based i-j) as 0-based Pharaoh guidance."""
+    out = tmp_path / "train.links"
+    lines = (corpus / "train.align").read_text(encoding="utf-8").splitlines()
+    out.write_text("".join(" ".join(f"{int(l.split('-')[0]) - 1}-{int(l.split('-')[1]) - 1}"
+                                    for l in line.replace("p", "-").split()) + "\n" for line in lines),
+                   encoding="utf-8")
+    return out
+
+
+def _weights(model_dir: Path) -> dict:
+    return torch.load(model_dir / "checkpoints" / "last.pt", weights_only=True)["model"]
+
+
+def test_zero_weight_trains_exactly_the_unguided_model(tiny_corpus, tmp_path):
+    from attnmt.train import train
+
+    plain = train(tiny_config(tiny_corpus, max_steps=6, valid_every=6), tmp_path / "plain", quiet=True).model_dir
+    config = tiny_config(tiny_corpus, max_steps=6, valid_every=6)
+    config.train.guided_alignment.links = str(_links_file(tiny_corpus, tmp_path))
+    config.train.guided_alignment.weight = 0.0
+    zero = train(config, tmp_path / "zero", quiet=True).model_dir
+    a, b = _weights(plain), _weights(zero)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_guided_attention_aligns_better_than_unguided(tiny_corpus, tmp_path):
+    from attnmt.align import align_files
+    from attnmt.train import train
+
+    def aer(model_dir) -> float:
+        result = align_files(model_dir, tiny_corpus / "test.src", tiny_corpus / "test.tgt",
+                             gold_path=tiny_corpus / "test.align")
+        return result.scores["attention argmax"].aer
+
+    plain = train(tiny_config(tiny_corpus, max_steps=60, valid_every=60), tmp_path / "plain", quiet=True).model_dir
+    config = tiny_config(tiny_corpus, max_steps=60, valid_every=60)
+    config.train.guided_alignment.links = str(_links_file(tiny_corpus, tmp_path))
+    config.train.guided_alignment.weight = 1.0
+    guided = train(config, tmp_path / "guided", quiet=True).model_dir
+    log = (guided / "train_log.jsonl").read_text(encoding="utf-8")
+    assert '"align_loss"' in log and '"guided": ' in log
+    # measured: 0.73 unguided, 0.52 guided after 60 steps
+    assert aer(guided) < aer(plain) - 0.1
