@@ -61,6 +61,7 @@ class Translator:
         self.config = config
         self.device = next(model.parameters()).device
         self.max_src_tokens: int | None = None  # if set, translate() refuses longer sentences (SentenceTooLong)
+        self.model_dir: Path | None = None  # the folder it was loaded from (load() sets it)
 
     @property
     def model_type(self) -> str:
@@ -216,4 +217,6 @@ def load(model_dir: str | Path, checkpoint: str = "best", device: str = "cpu", i
     model.to(device).eval()
     if int8:
         model = quantize_int8(model)
-    return Translator(model, src, tgt, config)
+    translator = Translator(model, src, tgt, config)
+    translator.model_dir = model_dir
+    return translator

@@ -8,7 +8,7 @@
         The gold set's sentences never get guidance links. --with-gold-text also writes
         train_with_gold_text.tsv.gz: the same pairs plus the 447 unlabelled gold sentence pairs
         (as statistical aligners always see the text they align).
-    python benchmarks/alignment.py table --model NAME=DIR[:REVERSE_DIR] ... [--out JSON]
+    python benchmarks/alignment.py table --model NAME=DIR[,REVERSE_DIR] ... [--out JSON]
         The one table: diagonal, eflomal (each direction and intersected), and each model x
         extraction method x symmetrization, with AER / precision / recall on the Hansards gold,
         the model's BLEU on its held-out test set, its training time and the alignment time.
@@ -23,7 +23,6 @@ import sys
 import time
 from pathlib import Path
 
-from common import machine_info  # noqa: E402  (benchmarks/common.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
@@ -84,12 +83,65 @@ def cmd_prepare(args) -> None:
     print(f"eflomal guidance links (grow-diag-final-and) in {OUT} ({time.perf_counter() - started:.0f} s)")
 
 
+def _model_facts(model_dir: Path, beam: int) -> dict:
+    """Training time and steps from the model folder's log; BLEU (beam ``beam``) on its held-out test set."""
+    from attnmt.evaluate import evaluate_translator
+    from attnmt.train import training_summary
+    from attnmt.translator import load
+
+    summary = training_summary(model_dir)
+    started = time.perf_counter()
+    report = evaluate_translator(load(model_dir), model_dir / "test.src", model_dir / "test.tgt", beam=beam)
+    return {"model_dir": str(model_dir), "train_s": summary.get("wall_s"), "steps": summary.get("steps"),
+            "best_valid_ppl": round(summary["best_valid_ppl"], 2) if "best_valid_ppl" in summary else None,
+            "test_bleu": round(report.scores.bleu, 2), "bleu_signature": report.scores.bleu_signature,
+            "test_sentences": report.n_sentences, "decode_s": round(time.perf_counter() - started, 1)}
+
+
+def cmd_table(args) -> None:
+    from dataclasses import asdict
+
+    from attnmt.align import align_files
+
+    src, tgt, gold = GOLD / "enfr.src", GOLD / "enfr.tgt", GOLD / "enfr.gold"
+    rows: list[dict] = []
+    models: dict[str, dict] = {}
+    for k, spec in enumerate(args.model):
+        name, _, dirs = spec.partition("=")
+        forward, _, reverse = dirs.partition(",")
+        result = align_files(forward, src, tgt, gold_path=gold, baselines=("diagonal", "eflomal") if k == 0 else (),
+                             reverse_model=reverse or None)
+        models[name] = {"forward": _model_facts(Path(forward), args.beam),
+                        **({"reverse": _model_facts(Path(reverse), args.beam)} if reverse else {}),
+                        "align_s": result.seconds}
+        for row, scores in result.scores.items():
+            label = row if not row.startswith(("attention", "reverse")) else f"{name}: {row}"
+            rows.append({"row": label, **{key: round(v, 4) if isinstance(v, float) else v
+                                          for key, v in asdict(scores).items()}})
+        print(f"{name}: {models[name]}", flush=True)
+    lines = ["| links | AER | precision | recall | links |", "|---|---:|---:|---:|---:|"]
+    lines += [f"| {r['row']} | {r['aer']:.3f} | {r['precision']:.3f} | {r['recall']:.3f} | {r['predicted']} |"
+              for r in rows]
+    print("\n".join(lines))
+    from common import write_result
+
+    path = write_result("alignment_enfr", {"gold": str(gold), "eflomal_text": "the first model's training corpus "
+                        "plus the gold sentences", "models": models, "rows": rows}, args.out)
+    print(f"-> {path}")
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("prepare")
     p.add_argument("--with-gold-text", action="store_true")
     p.set_defaults(func=cmd_prepare)
+    p = sub.add_parser("table")
+    p.add_argument("--model", action="append", required=True, metavar="NAME=DIR[,REVERSE_DIR]",
+                   help="an English->French model folder, optionally with its French->English partner")
+    p.add_argument("--beam", type=int, default=5)
+    p.add_argument("--out", help="JSON path (default benchmarks/results/alignment_enfr.json)")
+    p.set_defaults(func=cmd_table)
     args = parser.parse_args(argv)
     args.func(args)
 

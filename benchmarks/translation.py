@@ -107,8 +107,8 @@ def main() -> int:
         from attnmt.align import align_files
 
         started = time.perf_counter()
-        aligned = align_files(model_dir, args.align_src, args.align_tgt, gold_path=args.align_gold, baseline=True,
-                              checkpoint=checkpoint)
+        aligned = align_files(model_dir, args.align_src, args.align_tgt, gold_path=args.align_gold,
+                              baselines=("diagonal",), checkpoint=checkpoint)
         result["alignment"] = {"gold": args.align_gold, "seconds": round(time.perf_counter() - started, 1),
                                **{method: asdict(scores) for method, scores in aligned.scores.items()}}
         print("alignment AER: " + ", ".join(f"{m} {s.aer:.3f}" for m, s in aligned.scores.items()))

@@ -178,3 +178,30 @@ def test_translate_alignments_symmetrized_is_within_each_direction(tiny_model, t
         assert b.alignment <= p.alignment  # the intersection keeps only links the forward direction has
     with pytest.raises(UserError, match="reverse model"):
         translator.align(translator.translate(sources[:1], beam=1), symmetrization="union")
+
+
+def test_server_alignment_field_matches_the_translator(tiny_model):
+    pytest.importorskip("fastapi", reason="the serve extra (fastapi) is not installed")
+    pytest.importorskip("httpx", reason="httpx (FastAPI's TestClient) is not installed")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient` is deprecated")
+        from fastapi.testclient import TestClient
+    from attnmt.serve import create_app
+    from attnmt.translator import load
+
+    sentence = "gupo pelido duno gute"
+    translator = load(tiny_model)
+    expected = {m: translator.align(translator.translate([sentence], beam=2), m)[0] for m in ("argmax", "shift")}
+    with TestClient(create_app({"rnn": tiny_model}), raise_server_exceptions=False) as client:
+        for method, want in expected.items():
+            body = client.post("/translate", json={"text": sentence, "beam": 2, "alignment": True,
+                                                   "alignment_method": method}).json()
+            tr = body["translations"][0]
+            assert tr["text"] == want.text
+            assert [tuple(link) for link in tr["alignment"]] == sorted(want.alignment)
+        plain = client.post("/translate", json={"text": sentence}).json()["translations"][0]
+        assert plain["alignment"] is None
+        bad = client.post("/translate", json={"text": sentence, "alignment": True, "alignment_method": "gdfa"})
+        assert bad.status_code == 422 and bad.json()["error"]["field"].startswith("alignment_method")

@@ -192,3 +192,21 @@ def test_transformer_layer_and_head_chooser(page, base_url):
     page.select_option("#head", value="mean")
     mean = [(a + b) / 2 for ra, rb in zip(heads[0][0], heads[0][1]) for a, b in zip(ra, rb)]
     assert shown() == pytest.approx(mean, abs=1e-6)
+
+
+def test_examples_and_word_alignment(page, base_url):
+    models = httpx.get(base_url + "/models").json()["models"]
+    examples = models[0]["examples"]
+    assert examples  # the tiny model's folder has no held-out files: its config's validation file gives them
+    page.select_option("#examples", value=examples[1])
+    page.wait_for_function(
+        "text => [...document.querySelectorAll('#src-sentence .tok')].map(e => e.textContent).join(' ') === text",
+        arg=" ".join(examples[1].split()))
+    expected = httpx.post(base_url + "/translate", json={"text": examples[1], "alignment": True}).json()
+    links = expected["translations"][0]["alignment"]
+    assert page.is_visible("#alignment-box")
+    # hover a target word: exactly the source words it is linked with are marked
+    j = links[0][1]
+    page.hover(f'#tgt-words [data-tw="{j}"]')
+    marked = classed(page, "#src-words .tok.attended", "sw")
+    assert marked == {i for i, jj in links if jj == j}

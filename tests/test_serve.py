@@ -386,7 +386,8 @@ def test_openapi_lists_the_endpoints_and_request_fields(client):
     op = schema["paths"]["/translate"]["post"]
     assert op["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith("/TranslateRequest")
     request = schema["components"]["schemas"]["TranslateRequest"]
-    assert set(request["properties"]) == {"text", "texts", "beam", "n_best", "model", "attention", "attention_heads"}
+    assert set(request["properties"]) == {"text", "texts", "beam", "n_best", "model", "attention", "attention_heads",
+                                          "alignment", "alignment_method"}
     assert request["additionalProperties"] is False
     translation = schema["components"]["schemas"]["Translation"]
     assert {"text", "src_tokens", "tgt_tokens", "attention", "attention_heads", "n_best", "score"} <= set(

@@ -88,7 +88,8 @@ def create_app(models: Mapping[str, Translator | str | Path], *, max_batch_size:
         """Translate one sentence (`text`) or several (`texts`), batched with concurrent requests."""
         t0 = time.perf_counter()
         model, texts, key = _resolve(request, served, default_model, limits)
-        items = [Item(text, request.attention, request.attention_heads) for text in texts]
+        items = [Item(text, request.attention, request.attention_heads,
+                      request.alignment_method if request.alignment else None) for text in texts]
         translations, info = await batcher.submit(key, items)
         timing = Timing(queue_ms=_ms(info.queue_s), decode_ms=_ms(info.run_s),
                         total_ms=_ms(time.perf_counter() - t0), batch_size=info.batch_items,
@@ -128,6 +129,9 @@ def _resolve(request: TranslateRequest, served: Mapping[str, ServedModel], defau
     if request.attention_heads and model.info.model_type != "transformer":
         raise ApiError(422, "attention_heads", f"model {model.name!r} is a {model.info.model_type} model; only "
                                                "transformer models have per-head attention")
+    if request.alignment and model.info.model_type == "seq2seq":
+        raise ApiError(422, "alignment", f"model {model.name!r} is a seq2seq model, which has no attention to read "
+                                         "word links from")
     return model, texts, BatchKey(model.name, beam, request.n_best)
 
 

@@ -52,6 +52,7 @@ class Item(NamedTuple):
     text: str
     attention: bool
     heads: bool
+    alignment: str | None = None  # the extraction method, when the request wants word links
 
 
 def parse_model_spec(spec: str) -> tuple[str, Path]:
@@ -95,8 +96,35 @@ def served_model(name: str, translator: Translator, max_beam: int) -> ServedMode
         default_beam=min(config.decode.beam, max_beam),
         layers=config.model.dec_layers if is_transformer else None,
         heads=config.model.n_heads if is_transformer else None,
+        examples=example_sources(translator),
     )
     return ServedModel(name, translator, info)
+
+
+def example_sources(translator: Translator, n: int = 5) -> list[str]:
+    """``n`` source sentences spread over the model's held-out data: the folder's test.src or valid.src
+    (held out by `attnmt train`), the config's validation file, or the synthetic language's validation
+    split; none when there is no such data."""
+    from attnmt.data.corpus import read_lines
+
+    cfg = translator.config.data
+    folder = translator.model_dir
+    candidates = [folder / "test.src", folder / "valid.src"] if folder is not None else []
+    if cfg.valid_src:
+        candidates.append(Path(cfg.valid_src))
+    lines: list[str] = []
+    for path in candidates:
+        if path.is_file():
+            lines = [line for line in read_lines(path) if line.strip()]
+            break
+    if not lines and cfg.synthetic:
+        from attnmt.data.dataset import synthetic_splits
+
+        lines = [src for src, _ in synthetic_splits(cfg, seed=translator.config.train.seed)["valid"]]
+    if not lines:
+        return []
+    step = max(len(lines) // n, 1)
+    return lines[step // 2::step][:n]
 
 
 def decode_batch(models: Mapping[str, ServedModel], key: BatchKey, items: list[Item]) -> list[Translation]:
@@ -105,6 +133,8 @@ def decode_batch(models: Mapping[str, ServedModel], key: BatchKey, items: list[I
     outputs = translator.translate([item.text for item in items], beam=key.beam, n_best=key.n_best)
     wants_heads = [i for i, item in enumerate(items) if item.heads and outputs[i].src_tokens]
     heads = dict(zip(wants_heads, head_attention(translator, [outputs[i] for i in wants_heads])))
+    for method in {item.alignment for item in items if item.alignment}:
+        translator.align([out for out, item in zip(outputs, items) if item.alignment == method], method)
     return [_to_api(out, item, heads.get(i)) for i, (out, item) in enumerate(zip(outputs, items))]
 
 
@@ -139,6 +169,7 @@ def _to_api(out: TranslatorOutput, item: Item, heads: np.ndarray | None) -> Tran
     return Translation(
         source=item.text, text=out.text, src_tokens=out.src_tokens, tgt_tokens=out.tgt_tokens,
         score=_finite(out.score), attention=attention, attention_heads=head_lists,
+        alignment=sorted(out.alignment) if item.alignment and out.alignment is not None else None,
         n_best=[Hypothesis(text=o.text, tgt_tokens=o.tgt_tokens, score=_finite(o.score)) for o in options],
     )
 

@@ -56,6 +56,10 @@ class TranslateRequest(BaseModel):
     attention: bool = Field(False, description="return each translation's attention matrix")
     attention_heads: bool = Field(False, description="Transformer models only: return every decoder layer's "
                                                      "and head's cross-attention")
+    alignment: bool = Field(False, description="return word links between the source's and the translation's "
+                                               "whitespace-separated words, read off the attention")
+    alignment_method: Literal["argmax", "threshold", "shift"] = Field(
+        "argmax", description="how attention becomes links, as `attnmt align --method` (docs/alignment.md)")
 
 
 class Hypothesis(BaseModel):
@@ -81,6 +85,9 @@ class Translation(BaseModel):
     attention_heads: Optional[list[list[list[list[float]]]]] = Field(
         None, description="[layers][heads][len(tgt_tokens) + 1][len(src_tokens)]: the Transformer's "
                           "cross-attention per decoder layer and head. Null unless asked for")
+    alignment: Optional[list[tuple[int, int]]] = Field(
+        None, description="[[source word, output word], ...], 0-based positions among the whitespace-separated "
+                          "words of `source` and `text`, sorted. Null unless `alignment` was asked for")
     n_best: list[Hypothesis] = Field(description="the n_best hypotheses, best first (the first is this one)")
 
 
@@ -109,6 +116,8 @@ class ModelInfo(BaseModel):
     default_beam: int
     layers: Optional[int] = Field(description="decoder layers with cross-attention (Transformer), else null")
     heads: Optional[int] = Field(description="attention heads per layer (Transformer), else null")
+    examples: list[str] = Field(default_factory=list, description="a few source sentences of the model's held-out "
+                                                                  "data, to try it with")
 
 
 class ModelsResponse(BaseModel):

@@ -54,7 +54,16 @@ function option(value, label) {
   return o;
 }
 
+function showExamples() {
+  const m = selectedModel();
+  const select = $("examples");
+  select.replaceChildren(option("", "choose one\u2026"));
+  for (const text of m.examples || []) select.appendChild(option(text, text));
+  $("examples-label").hidden = !(m.examples && m.examples.length);
+}
+
 function showModelInfo() {
+  showExamples();
   const m = selectedModel();
   $("model-info").textContent =
     `${m.model_type} \u00b7 ${m.src_lang} \u2192 ${m.tgt_lang} \u00b7 ${m.parameters.toLocaleString("en")} parameters` +
@@ -92,6 +101,11 @@ async function init() {
     showModelInfo();
   });
   $("beam").addEventListener("input", updateBeam);
+  $("examples").addEventListener("change", () => {
+    if (!$("examples").value) return;
+    $("source").value = $("examples").value;
+    translate();
+  });
   $("form").addEventListener("submit", (event) => {
     event.preventDefault();
     translate();
@@ -128,6 +142,8 @@ async function translate() {
     n_best: Number($("n-best").value),
     attention: true,
     attention_heads: model.model_type === "transformer",
+    alignment: model.model_type !== "seq2seq",
+    alignment_method: $("align-method").value,
   };
   const id = ++state.requestId;  // a slower earlier answer must not overwrite a later one
   $("translate").disabled = true;
@@ -166,7 +182,47 @@ function render(result) {
   setupHeadChooser(tr.attention_heads);
   $("result").hidden = false;
   drawAttention();
+  drawAlignment(tr);
 }
+
+// -------------------------------------------------------------------------------- word alignment
+
+function word(text, side, index) {
+  const span = document.createElement("span");
+  span.className = "tok";
+  span.textContent = text;
+  span.dataset[side] = String(index);
+  return span;
+}
+
+function drawAlignment(tr) {
+  const box = $("alignment-box");
+  box.hidden = !tr.alignment;
+  if (!tr.alignment) return;
+  const src = tr.source.split(/\s+/).filter(Boolean);
+  const tgt = tr.text.split(/\s+/).filter(Boolean);
+  $("align-name").textContent = $("align-method").value;
+  $("src-words").replaceChildren(...src.map((w, i) => word(w, "sw", i)));
+  $("tgt-words").replaceChildren(...tgt.map((w, j) => word(w, "tw", j)));
+  $("links").textContent = tr.alignment.map(([i, j]) => `${src[i]}\u2013${tgt[j]}`).join("  \u00b7  ");
+  state.links = tr.alignment;
+}
+
+function onWordHover(event) {
+  for (const el of all("#alignment-box .focus, #alignment-box .attended")) el.classList.remove("focus", "attended");
+  const el = event.target.closest("[data-sw], [data-tw]");
+  if (!el || !state.links) return;
+  el.classList.add("focus");
+  const isSource = el.dataset.sw !== undefined;
+  const index = Number(isSource ? el.dataset.sw : el.dataset.tw);
+  for (const [i, j] of state.links) {
+    if ((isSource ? i : j) !== index) continue;
+    const other = isSource ? `[data-tw="${j}"]` : `[data-sw="${i}"]`;
+    for (const o of all(`#alignment-box ${other}`)) o.classList.add("attended");
+  }
+}
+
+$("alignment-box").addEventListener("mouseover", onWordHover);
 
 function setupHeadChooser(heads) {
   $("head-chooser").hidden = !heads;
