@@ -58,6 +58,10 @@ def cmd_translate(args) -> None:
 
     if args.output:
         _refuse_overwrite(Path(args.output), args.overwrite)
+    if (args.symmetrize or args.reverse_model) and not args.alignments:
+        raise UserError("translate: --symmetrize and --reverse-model belong to --alignments; add it or leave them out")
+    if args.symmetrize and not args.reverse_model:
+        raise UserError("translate: --symmetrize combines two directions; pass --reverse-model DIR too")
     translator = load(args.model, checkpoint=args.checkpoint, int8=args.int8)
     translator.max_src_tokens = MAX_SOURCE_TOKENS  # a refusal naming the line, not an hour-long decode
     sentences = _read_input(args.input)

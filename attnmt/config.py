@@ -159,7 +159,7 @@ class TrainConfig:
     # cosine: warm-up then a cosine decay to min_lr at max_steps; none: constant
     scheduler: Literal["plateau", "noam", "cosine", "none"] = "plateau"
     lr_decay: float = 0.5  # plateau: multiply the learning rate by this ...
-    lr_patience: int = 3  # ... after this many validations without improvement
+    lr_patience: int = 3  # ... after more than this many validations without improvement (torch's rule)
     min_lr: float = 1e-5
     warmup_steps: int = 4000  # noam and cosine: steps of linear warm-up
     clip_grad_norm: float = 5.0
@@ -340,7 +340,7 @@ def _check_guidance(config: Config) -> None:
         raise UserError("config: train.guided_alignment supervises attention, and a seq2seq model has none; use "
                         "model.type rnnsearch or transformer, or remove train.guided_alignment.links")
     if config.model.type != "transformer" and (guided.layer is not None or guided.head is not None):
-        raise UserError(f"config: train.guided_alignment.layer / head choose a Transformer cross-attention head; a "
+        raise UserError(f"config: train.guided_alignment.layer / head choose a Transformer cross-attention head; an "
                         f"{config.model.type} model has one attention: remove them")
     if guided.layer is not None and not -config.model.dec_layers <= guided.layer < config.model.dec_layers:
         raise UserError(f"config: train.guided_alignment.layer={guided.layer} is out of range for "

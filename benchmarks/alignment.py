@@ -12,6 +12,9 @@
         The one table: diagonal, eflomal (each direction and intersected), and each model x
         extraction method x symmetrization, with AER / precision / recall on the Hansards gold,
         the model's BLEU on its held-out test set, its training time and the alignment time.
+    python benchmarks/alignment.py why --model DIR
+        Where one model's attention misaligns: AER by French word category and by sentence length on
+        the gold, and agreement with eflomal on held-out training-domain sentences against Hansards.
 """
 
 from __future__ import annotations
@@ -130,6 +133,87 @@ def cmd_table(args) -> None:
     print(f"-> {path}")
 
 
+# French function words (articles, prepositions, pronouns, auxiliaries): the words an aligner finds hardest.
+FUNCTION_WORDS = set("""le la les de à et un une en que qui ne pas se ce il elle nous vous ils elles je tu on me te
+lui leur leurs est sont a ont été être avoir pour par sur dans avec son sa ses mon ma mes ton ta tes notre nos votre
+vos cette ces cet y plus mais ou si dont où""".split())
+
+
+def word_category(word: str) -> str:
+    if not any(ch.isalnum() for ch in word):
+        return "punctuation"
+    return "function word" if word.lower() in FUNCTION_WORDS else "content word"
+
+
+def _restricted(links, gold, keep) -> tuple[list, list]:
+    """Links and gold of each sentence kept to the target words (j) that ``keep(k, j)`` accepts."""
+    from attnmt.align import GoldAlignment
+
+    out_links, out_gold = [], []
+    for k, (a, g) in enumerate(zip(links, gold)):
+        out_links.append({(i, j) for i, j in a if keep(k, j)})
+        out_gold.append(GoldAlignment(frozenset((i, j) for i, j in g.sure if keep(k, j)),
+                                      frozenset((i, j) for i, j in g.possible if keep(k, j))))
+    return out_links, out_gold
+
+
+def _silver(links) -> list:
+    """eflomal's links taken as a reference (every link sure), to compare domains where no gold exists."""
+    from attnmt.align import GoldAlignment
+
+    return [GoldAlignment(frozenset(a), frozenset(a)) for a in links]
+
+
+def cmd_why(args) -> None:
+    """Where the attention misaligns: by French word category, by sentence length, and on in-domain
+    (held-out Tatoeba/Multi30k) against out-of-domain (Hansards) sentences, with eflomal as the reference."""
+    from attnmt.align import attention_rows, read_gold, score_alignments, symmetrize
+    from attnmt.align.command import _eflomal_corpus, eflomal_rows
+    from attnmt.translator import load
+
+    gold = read_gold(GOLD / "enfr.gold")
+    hansards = gold_pairs()
+    model_dir = Path(args.model)
+    held = list(zip((model_dir / "test.src").read_text(encoding="utf-8").splitlines(),
+                    (model_dir / "test.tgt").read_text(encoding="utf-8").splitlines()))
+    corpus = _eflomal_corpus(None, model_dir)
+    translator = load(model_dir)
+    result: dict = {"model_dir": str(model_dir), "methods": {}}
+    reference = {}
+    for domain, pairs in (("hansards", hansards), ("held_out", held)):
+        rows = eflomal_rows([s for s, _ in pairs], [t for _, t in pairs], corpus)
+        reference[domain] = _silver(rows["eflomal intersection"])
+    for method in args.method:
+        found = {domain: attention_rows(translator, [s for s, _ in pairs], [t for _, t in pairs], (method,))[
+            f"attention {method}"] for domain, pairs in (("hansards", hansards), ("held_out", held))}
+        entry: dict = {"gold_aer": round(score_alignments(found["hansards"], gold).aer, 4)}
+        entry["against_eflomal_intersection"] = {d: round(score_alignments(found[d], reference[d]).aer, 4)
+                                                 for d in found}
+        words = [t.split() for _, t in hansards]
+        entry["by_category"] = {}
+        for cat in ("content word", "function word", "punctuation"):
+            links, g = _restricted(found["hansards"], gold, lambda k, j: word_category(words[k][j]) == cat)
+            sc = score_alignments(links, g)
+            entry["by_category"][cat] = {"aer": round(sc.aer, 4), "precision": round(sc.precision, 4),
+                                         "recall": round(sc.recall, 4), "sure": sc.sure}
+        entry["by_source_length"] = {}
+        for low, high in ((1, 10), (11, 20), (21, 30), (31, 1000)):
+            keep = [k for k, (s, _) in enumerate(hansards) if low <= len(s.split()) <= high]
+            if not keep:
+                continue
+            sc = score_alignments([found["hansards"][k] for k in keep], [gold[k] for k in keep])
+            entry["by_source_length"][f"{low}-{high if high < 1000 else ''}"] = {
+                "sentences": len(keep), "aer": round(sc.aer, 4)}
+        result["methods"][method] = entry
+        print(method, json.dumps(entry), flush=True)
+    efl = score_alignments([set(g.sure) for g in reference["hansards"]], gold)
+    result["eflomal_intersection_gold_aer"] = round(efl.aer, 4)
+    from common import write_result
+
+    name = f"alignment_why_{model_dir.name}"
+    print(f"-> {write_result(name, result, args.out)}")
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -142,7 +226,14 @@ def main(argv=None) -> None:
     p.add_argument("--beam", type=int, default=5)
     p.add_argument("--out", help="JSON path (default benchmarks/results/alignment_enfr.json)")
     p.set_defaults(func=cmd_table)
+    p = sub.add_parser("why")
+    p.add_argument("--model", required=True, help="an English->French model folder")
+    p.add_argument("--method", action="append", default=None, help="extraction methods (default argmax, shift)")
+    p.add_argument("--out")
+    p.set_defaults(func=cmd_why)
     args = parser.parse_args(argv)
+    if getattr(args, "method", "x") is None:
+        args.method = ["argmax", "shift"]
     args.func(args)
 
 

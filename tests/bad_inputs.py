@@ -185,6 +185,19 @@ def in_txt(ws: Workspace) -> Path:
     return ws.file("in.txt", "a b c\n")
 
 
+def guided_config(ws: Workspace, links: str, model_type: str = "rnnsearch", extra: str = "") -> Path:
+    """A 2-step training config with train.guided_alignment reading ``links`` (a file's text)."""
+    n = len((ws.corpus / "train.src").read_text(encoding="utf-8").splitlines())
+    path = ws.file("train.links", links if links.count("\n") != 1 else links * n)
+    text = ws.config().read_text(encoding="utf-8").replace("model:", f"model:\n  type: {model_type}")
+    text += f"  guided_alignment:\n    links: {path}\n{extra}"
+    return ws.file("guided.yaml", text)
+
+
+def align(ws: Workspace, *extra: str) -> list[str]:
+    return ["align", "--src", str(ws.corpus / "test.src"), "--tgt", str(ws.corpus / "test.tgt"), *extra]
+
+
 def long_line(ws: Workspace, n: int = 600) -> Path:
     return ws.file("long.txt", "a b\n" + " ".join(["word"] * n) + "\n")
 
@@ -328,6 +341,24 @@ CASES: list[Case] = [
          lambda ws: ["plot-attention", "--model", str(ws.model), "  ", "--out", str(ws.root / "a.png")]),
     Case("plot-attention", "picture exists",
          lambda ws: ["plot-attention", "--model", str(ws.model), "a b", "--out", str(ws.file("b.png", b"png"))]),
+    Case("guided alignment", "a link past the end of its sentence pair",
+         lambda ws: ["train", str(guided_config(ws, "0-0 0-40\n")), "--model-dir", str(ws.folder())]),
+    Case("guided alignment", "a link that is not i-j",
+         lambda ws: ["train", str(guided_config(ws, "0-0 1:1\n")), "--model-dir", str(ws.folder())]),
+    Case("guided alignment", "links file shorter than the corpus",
+         lambda ws: ["train", str(guided_config(ws, "0-0\n0-0\n")), "--model-dir", str(ws.folder())]),
+    Case("guided alignment", "links for a seq2seq model (no attention)",
+         lambda ws: ["train", str(guided_config(ws, "0-0\n", "seq2seq")), "--model-dir", str(ws.folder())]),
+    Case("guided alignment", "a head for an rnnsearch model",
+         lambda ws: ["train", str(guided_config(ws, "0-0\n", extra="    head: 0\n")), "--model-dir",
+                     str(ws.folder())]),
+    Case("align", "`--symmetrize` without `--reverse-model`",
+         lambda ws: align(ws, "--model", str(ws.model), "--symmetrize", "union")),
+    Case("align", "`--head` for an rnnsearch model", lambda ws: align(ws, "--model", str(ws.model), "--head", "0")),
+    Case("align", "links file to write exists",
+         lambda ws: align(ws, "--baseline", "diagonal", "--out", str(ws.file("links.txt", "0-0\n")))),
+    Case("translate", "`--alignments --symmetrize` without `--reverse-model`",
+         lambda ws: translate(ws.model, in_txt(ws), "--alignments", "--symmetrize", "intersection")),
 ]
 
 

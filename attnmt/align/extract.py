@@ -179,8 +179,8 @@ def teacher_forced_attention(model, batch, layer: int | None = None, head: int |
         chosen = weights[-1 if layer is None else layer]
         return chosen.mean(dim=0) if head is None else chosen[head]
     if layer is not None or head is not None:
-        raise UserError(f"--layer / --head choose a Transformer's attention head; a {model.model_type} model has one "
-                        "attention: leave them out")
+        raise UserError(f"--layer / --head choose a Transformer's attention head; this {model.model_type} model has "
+                        "one attention: leave them out")
     alpha = model(batch.src, batch.src_len, batch.tgt_in)[1]
     if alpha is None:
         raise UserError(f"the model is a {getattr(model, 'model_type', type(model).__name__)} model, which has no "

@@ -30,16 +30,18 @@ _ELIDED = {"l": "le", "d": "de", "c": "ce", "qu": "que", "n": "ne", "j": "je", "
            "jusqu": "jusque", "lorsqu": "lorsque", "puisqu": "puisque", "quoiqu": "quoique", "presqu": "presque"}
 _CONTRACTED = {"au": "à le", "aux": "à les", "du": "de le", "des": "de les"}
 _ENGLISH_CLITICS = re.compile(r"(?i)(n't|'s|'m|'re|'ve|'ll|'d)\b")
-_ABBREVIATIONS = {"mr.", "mrs.", "ms.", "dr.", "st.", "hon.", "m.", "mme.", "mlle."}
-# A word is a run of letters and digits (with inner dots in numbers and abbreviations kept apart
-# below); every other visible character is a word of its own.
-_PIECES = re.compile(r"\d+(?:[.,]\d+)*|[^\W_]+'?|'|[^\w\s]", re.UNICODE)
+_ABBREVIATIONS = {"mr.", "mrs.", "ms.", "dr.", "st.", "hon.", "no.", "a.m.", "p.m.", "m.", "mme.", "mlle."}
+# A word is a number (3,5 or 1960s), a run of letters and digits (pt7), a word with its elision mark
+# (l'), or a run of one punctuation character (-- and ... stay whole); abbreviations are kept apart below.
+_PIECES = re.compile(r"\.?\d+(?:[.,]\d+)*[^\W\d_]*|[^\W_]+'?|'|([^\w\s])\1*", re.UNICODE)
 
 
-def _french_word(word: str) -> list[str]:
+def _french_word(word: str, before_hyphen: bool) -> list[str]:
     if word.endswith("'") and len(word) > 1:
         stem = word[:-1]
         return [_ELIDED.get(stem, word)]
+    if before_hyphen:  # au-dessus, aux-quels: part of a compound, not an article
+        return [word]
     return _CONTRACTED.get(word, word).split()
 
 
@@ -50,19 +52,18 @@ def tokenize(text: str, lang: str) -> str:
     text = text.translate(_APOSTROPHES).lower()
     if lang == "en":
         text = _ENGLISH_CLITICS.sub(r" \1", text)
-    words: list[str] = []
+    pieces: list[str] = []
     for chunk in text.split():
-        if chunk in _ABBREVIATIONS:
-            words.append(chunk)
-            continue
-        if lang == "en" and _ENGLISH_CLITICS.fullmatch(chunk):
-            words.append(chunk)
-            continue
-        for piece in _PIECES.findall(chunk):
-            if lang == "fr":
-                words.extend(_french_word(piece))
-            elif piece.endswith("'") and len(piece) > 1:
-                words.extend([piece[:-1], "'"])
-            else:
-                words.append(piece)
+        if chunk in _ABBREVIATIONS or (lang == "en" and _ENGLISH_CLITICS.fullmatch(chunk)):
+            pieces.append(chunk)
+        else:
+            pieces.extend(m.group(0) for m in _PIECES.finditer(chunk))
+    words: list[str] = []
+    for k, piece in enumerate(pieces):
+        if lang == "fr":
+            words.extend(_french_word(piece, k + 1 < len(pieces) and pieces[k + 1] == "-"))
+        elif piece.endswith("'") and len(piece) > 1:
+            words.extend([piece[:-1], "'"])
+        else:
+            words.append(piece)
     return " ".join(words)
