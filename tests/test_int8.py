@@ -37,8 +37,14 @@ def test_int8_translates_like_float32(tiny_model, tiny_corpus, beam):
     sentences = _sentences(tiny_corpus)
     fp32 = load(tiny_model).translate(sentences, beam=beam)
     int8 = load(tiny_model, int8=True).translate(sentences, beam=beam)
-    same = sum(a.text == b.text for a, b in zip(fp32, int8))
-    assert same >= 0.8 * len(sentences), f"{same} of {len(sentences)} identical"
+    # The tiny model is barely trained, so many of its choices are near-ties that 8-bit rounding flips:
+    # the share of identical texts depends on the CPU's kernels (31-35 of 40 on an AVX-512 Xeon, more on
+    # an EPYC). Character F-score against the float32 output tolerates a flipped word: 89 (beam 3) and
+    # 97 (greedy) measured on the Xeon; a broken int8 path (wrong scales, transposed weights) scores far lower.
+    import sacrebleu
+
+    chrf = sacrebleu.corpus_chrf([b.text for b in int8], [[a.text for a in fp32]]).score
+    assert chrf >= 80, f"chrF of int8 against float32 output: {chrf:.1f}"
     for a, b in zip(fp32, int8):
         if a.text == b.text:  # the same hypothesis, scored with 8-bit weights
             assert b.score == pytest.approx(a.score, abs=0.05 * max(1.0, abs(a.score)))
