@@ -205,3 +205,23 @@ def test_server_alignment_field_matches_the_translator(tiny_model):
         assert plain["alignment"] is None
         bad = client.post("/translate", json={"text": sentence, "alignment": True, "alignment_method": "gdfa"})
         assert bad.status_code == 422 and bad.json()["error"]["field"].startswith("alignment_method")
+
+
+def test_eflomal_baseline_learns_the_synthetic_alignment(tiny_corpus, tmp_path):
+    pytest.importorskip("eflomal", reason="eflomal is not installed (pip install 'attnmt[align]')")
+    from attnmt.align import align_files
+
+    train = zip((tiny_corpus / "train.src").read_text(encoding="utf-8").splitlines(),
+                (tiny_corpus / "train.tgt").read_text(encoding="utf-8").splitlines())
+    corpus = tmp_path / "train.tsv"
+    corpus.write_text("".join(f"{s}\t{t}\n" for s, t in train), encoding="utf-8")
+    result = align_files(None, tiny_corpus / "test.src", tiny_corpus / "test.tgt", gold_path=tiny_corpus / "test.align",
+                         baselines=("diagonal", "eflomal"), eflomal_corpus=corpus)
+    rows = set(result.scores)
+    assert {"eflomal forward", "eflomal reverse", "eflomal intersection", "eflomal union",
+            "eflomal grow-diag-final-and"} <= rows
+    # the symmetrizations relate as sets do, sentence by sentence
+    for inter, union, f in zip(result.links["eflomal intersection"], result.links["eflomal union"],
+                               result.links["eflomal forward"]):
+        assert inter <= f <= union
+    assert result.scores["eflomal intersection"].aer < result.scores["diagonal"].aer - 0.2
