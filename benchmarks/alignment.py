@@ -206,6 +206,17 @@ def cmd_why(args) -> None:
                 "sentences": len(keep), "aer": round(sc.aer, 4)}
         result["methods"][method] = entry
         print(method, json.dumps(entry), flush=True)
+    # Which row aligns: the row that predicts y_t (offset 0), the next, or the one after (argmax each).
+    from attnmt.align import argmax_links, attention_matrices
+
+    result["by_row_offset"] = {}
+    for offset in (0, 1, 2):
+        matrices = attention_matrices(translator, [s for s, _ in hansards], [t for _, t in hansards],
+                                      shift_offset=offset)
+        sc = score_alignments([argmax_links(m.shifted) for m in matrices], gold)
+        result["by_row_offset"][f"t+{offset}"] = round(sc.aer, 4)
+    result["query_lag"] = getattr(translator.model, "query_lag", None)
+    print("by row offset", result["by_row_offset"], flush=True)
     efl = score_alignments([set(g.sure) for g in reference["hansards"]], gold)
     result["eflomal_intersection_gold_aer"] = round(efl.aer, 4)
     from common import write_result

@@ -225,3 +225,19 @@ def test_eflomal_baseline_learns_the_synthetic_alignment(tiny_corpus, tmp_path):
                                result.links["eflomal forward"]):
         assert inter <= f <= union
     assert result.scores["eflomal intersection"].aer < result.scores["diagonal"].aer - 0.2
+
+
+def test_shift_offset_zero_is_the_predicting_row(tiny_model, tiny_corpus):
+    from attnmt.align import attention_matrices
+    from attnmt.translator import load
+
+    translator = load(tiny_model)
+    src = (tiny_corpus / "test.src").read_text(encoding="utf-8").splitlines()[:5]
+    tgt = (tiny_corpus / "test.tgt").read_text(encoding="utf-8").splitlines()[:5]
+    plain = attention_matrices(translator, src, tgt, shift_offset=0)
+    shifted = attention_matrices(translator, src, tgt)  # Bahdanau's order: row t + 2
+    shifted_by_two = attention_matrices(translator, src, tgt, shift_offset=2)
+    for a, b, c in zip(plain, shifted, shifted_by_two):
+        np.testing.assert_allclose(a.shifted, a.weights, atol=1e-6)
+        np.testing.assert_array_equal(b.shifted, c.shifted)
+        assert not np.allclose(b.shifted, b.weights)

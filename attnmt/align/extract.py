@@ -119,9 +119,10 @@ def links_from_attention(matrix: "WordAttention | np.ndarray", method: Method = 
     raise ValueError(f"unknown alignment method {method!r}; use one of {', '.join(METHODS)}")
 
 
-def shifted_rows(alpha: np.ndarray, n_tgt: int, query_lag: int) -> np.ndarray:
-    """The rows of ``alpha`` (run on ``<s> y </s>``, [n_tgt + 2, S]) whose query has read y_t, t < n_tgt."""
-    rows = np.arange(n_tgt) + 1 + query_lag
+def shifted_rows(alpha: np.ndarray, n_tgt: int, query_lag: int, offset: int | None = None) -> np.ndarray:
+    """The rows of ``alpha`` (run on ``<s> y </s>``, [n_tgt + 2, S]) whose query has read y_t, t < n_tgt:
+    row t + 1 + query_lag, or row t + ``offset`` when an offset is given (to measure other rows)."""
+    rows = np.arange(n_tgt) + (1 + query_lag if offset is None else offset)
     if n_tgt and rows[-1] >= alpha.shape[0]:
         raise ValueError(f"attention has {alpha.shape[0]} rows; shifting {n_tgt} target pieces by "
                          f"{1 + query_lag} needs {rows[-1] + 1}")
@@ -190,11 +191,13 @@ def teacher_forced_attention(model, batch, layer: int | None = None, head: int |
 
 @torch.inference_mode()
 def attention_matrices(translator, sources: Sequence[str], targets: Sequence[str], batch_tokens: int = 3000,
-                       layer: int | None = None, head: int | None = None) -> list[WordAttention]:
+                       layer: int | None = None, head: int | None = None,
+                       shift_offset: int | None = None) -> list[WordAttention]:
     """Run ``translator``'s model with teacher forcing on each (source, target) pair.
 
     ``translator`` is an :class:`attnmt.translator.Translator`; ``layer``/``head`` as in
-    :func:`teacher_forced_attention`. Raises UserError for a model without attention (seq2seq) or
+    :func:`teacher_forced_attention`; ``shift_offset`` (0 to 2) replaces the model's shift row
+    t + 1 + query_lag by t + offset in ``WordAttention.shifted``, to measure other rows. Raises UserError for a model without attention (seq2seq) or
     line counts that differ.
     """
     from attnmt.data.batching import collate, token_batches
@@ -232,7 +235,7 @@ def attention_matrices(translator, sources: Sequence[str], targets: Sequence[str
             pieces = full[:n_tgt]  # the rows that predict each piece: the </s> rows and the padding dropped
             results[k] = WordAttention(sources[k].split(), targets[k].split(), word_attention(pieces, src_w, tgt_w),
                                        src_pieces[k], tgt_pieces[k], pieces,
-                                       word_attention(shifted_rows(full, n_tgt, lag), src_w, tgt_w))
+                                       word_attention(shifted_rows(full, n_tgt, lag, shift_offset), src_w, tgt_w))
     if was_training:
         model.train()
     return results  # type: ignore[return-value]
