@@ -52,7 +52,8 @@ OUT = Path(os.environ.get("ATTNMT_NOTEBOOK_OUT", "chapter-output"))
 OUT.mkdir(parents=True, exist_ok=True)
 rng = np.random.default_rng(0)
 np.set_printoptions(precision=3, suppress=True)
-print(f"attnmt {attnmt.__version__}, torch {torch.__version__}, tiny={TINY}, output in {OUT.resolve()}")
+print(f"attnmt {attnmt.__version__} ({Path(attnmt.__file__).parent}), torch {torch.__version__}, tiny={TINY}")
+print(f"output in {OUT.resolve()}")
 
 # %% [markdown]
 # ## 1. 固定向量 c 与瓶颈 · The fixed vector c and the bottleneck
