@@ -67,7 +67,8 @@ def cmd_translate(args) -> None:
     sentences = _read_input(args.input)
     try:
         translations = translator.translate(sentences, beam=args.beam, n_best=args.n_best,
-                                            workers=_workers(args, translator), stopping=args.stopping)
+                                            workers=_workers(args, translator), stopping=args.stopping,
+                                            **_decoding(args))
     except SentenceTooLong as e:
         raise e.at(args.input if args.input and args.input != "-" else "<stdin>") from None
     if args.alignments:
@@ -89,6 +90,21 @@ def cmd_translate(args) -> None:
             out.close()
 
 
+def _decoding(args) -> dict:
+    """translate()'s length, repetition and sampling options from the decoding flags."""
+    sampling = None
+    given = [flag for flag, value in (("--top-k", args.top_k), ("--top-p", args.top_p),
+                                      ("--temperature", args.temperature), ("--seed", args.seed)) if value is not None]
+    if args.sample:
+        from attnmt.sampling import Sampling
+
+        sampling = Sampling(top_k=args.top_k or 0, top_p=1.0 if args.top_p is None else args.top_p,
+                            temperature=1.0 if args.temperature is None else args.temperature, seed=args.seed or 0)
+    elif given:
+        raise UserError(f"{given[0]} belongs to --sample; add --sample or leave it out")
+    return dict(min_len=args.min_len, no_repeat_ngram=args.no_repeat_ngram, max_len=args.max_len, sampling=sampling)
+
+
 def _workers(args, translator) -> int:
     """--workers, else the model's decode.workers: decoding processes of translate and evaluate."""
     return translator.config.decode.workers if args.workers is None else args.workers
@@ -105,7 +121,7 @@ def cmd_evaluate(args) -> None:
     try:
         report = evaluate_translator(translator, args.src, args.ref, beam=args.beam, tokenize=args.tokenize,
                                      lowercase=args.lowercase, workers=_workers(args, translator),
-                                     stopping=args.stopping)
+                                     stopping=args.stopping, **_decoding(args))
     except SentenceTooLong as e:
         raise e.at(args.src) from None
     print(report.render())
@@ -279,6 +295,22 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--stopping", choices=STOPPING_RULES, default=None,
                        help="beam search: end a sentence when no live hypothesis can still win (exact), or when "
                             "none would win if it ended now (early: fewer steps) (default: decode.stopping, exact)")
+        p.add_argument("--min-len", type=int, default=None,
+                       help="no </s> before N output tokens (or the sentence's maximum length, if lower) "
+                            "(default: decode.min_len, 0)")
+        p.add_argument("--no-repeat-ngram", type=int, default=None, metavar="N",
+                       help="no N-gram occurs twice in an output (default: decode.no_repeat_ngram, 0 = off)")
+        p.add_argument("--max-len", type=int, default=None,
+                       help="at most N output tokens (default: decode.max_len_cap, none beyond a * src + b)")
+        p.add_argument("--sample", action="store_true",
+                       help="draw each token from the model's distribution instead of searching (with --n-best N: "
+                            "N samples per sentence)")
+        p.add_argument("--top-k", type=int, default=None, help="--sample: from the K most likely tokens only")
+        p.add_argument("--top-p", type=float, default=None,
+                       help="--sample: from the fewest most likely tokens whose probability reaches P (nucleus)")
+        p.add_argument("--temperature", type=float, default=None,
+                       help="--sample: divide the log probs by T (< 1 sharper, > 1 flatter; default 1)")
+        p.add_argument("--seed", type=int, default=None, help="--sample: the random seed (default 0)")
 
     p = sub.add_parser("translate", help="translate sentences (stdin or --input), one per line")
     model_args(p)

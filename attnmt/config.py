@@ -216,12 +216,16 @@ class DecodeConfig:
     # CPU only: processes of one thread each that decode batches in parallel (attnmt.parallel), for
     # `attnmt translate` and `evaluate`; validation during training and the server decode in their own process
     workers: int = 1
+    min_len: int = 0  # no </s> before this many output tokens (or the sentence's maximum, if lower); attnmt.constraints
+    no_repeat_ngram: int = 0  # N > 0: no N-gram occurs twice in an output (0: off); attnmt.constraints
 
     def __post_init__(self) -> None:
         _check_range("decode.beam", self.beam, 1, 100)
         _check_range("decode.length_penalty", self.length_penalty, 0.0, 10.0)
         _check_range("decode.batch_size", self.batch_size, 1, None)
         _check_range("decode.workers", self.workers, 1, None)
+        _check_range("decode.min_len", self.min_len, 0, self.max_len_cap)
+        _check_range("decode.no_repeat_ngram", self.no_repeat_ngram, 0, None)
 
 
 @dataclass

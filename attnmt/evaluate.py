@@ -1,4 +1,4 @@
-"""Translation quality with sacreBLEU: corpus BLEU and chrF, and BLEU by source-length bucket.
+"""Translation quality with sacreBLEU: corpus BLEU, chrF and TER, and BLEU by source-length bucket.
 
 All scores come from sacreBLEU so that they are comparable with published numbers and carry a
 signature that says exactly how they were computed; attnmt never counts n-grams itself.
@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from sacrebleu.metrics import BLEU, CHRF
+from sacrebleu.metrics import BLEU, CHRF, TER
 
 from attnmt.errors import UserError
 
@@ -100,6 +100,17 @@ def corpus_scores(
         bleu_signature=str(bleu.get_signature()),
         chrf_signature=str(chrf.get_signature()),
     )
+
+
+def corpus_ter(hypotheses: Sequence[str], references: Sequence[str], lowercase: bool = False) -> tuple[float, str]:
+    """Corpus TER (Snover et al. 2006; sacreBLEU's implementation, 0-100, lower is better) and its signature.
+
+    The edits (insertions, deletions, substitutions and shifts of word sequences) that turn each hypothesis
+    into its reference, summed, over the summed reference lengths. Case-sensitive unless ``lowercase``.
+    """
+    _check_corpus(hypotheses, references)
+    ter = TER(case_sensitive=not lowercase)
+    return ter.corpus_score(list(hypotheses), [list(references)]).score, str(ter.get_signature())
 
 
 def length_edges(
@@ -294,12 +305,16 @@ class EvaluationReport:
     n_sentences: int
     beam: int
     seconds: float
+    ter: float | None = None  # corpus TER (corpus_ter), lower is better
+    ter_signature: str = ""
 
     def render(self) -> str:
+        ter = [] if self.ter is None else [f"TER  = {self.ter:.2f}   ({self.ter_signature})"]
         return "\n".join([
             f"sentences: {self.n_sentences}   beam: {self.beam}   decoding: {self.seconds:.1f} s",
             f"BLEU = {self.scores.bleu:.2f}   ({self.scores.bleu_signature})",
             f"chrF = {self.scores.chrf:.2f}   ({self.scores.chrf_signature})",
+            *ter,
             "",
             "BLEU by source length (tokens of the model's source tokenizer):",
             format_table(self.buckets),
@@ -314,10 +329,11 @@ class EvaluationReport:
 
 def evaluate_translator(translator, src_path, ref_path, beam: int | None = None, tokenize: str = "13a",
                         lowercase: bool = False, workers: int = 1,
-                        stopping: str | None = None) -> EvaluationReport:
+                        stopping: str | None = None, **options) -> EvaluationReport:
     """Translate a test set with a loaded model and score it against the references.
 
-    ``workers``, ``stopping``: as in :meth:`attnmt.translator.Translator.translate`.
+    ``workers``, ``stopping`` and ``options`` (min_len, no_repeat_ngram, max_len, sampling): as in
+    :meth:`attnmt.translator.Translator.translate`.
     """
     import time
 
@@ -329,7 +345,7 @@ def evaluate_translator(translator, src_path, ref_path, beam: int | None = None,
     sources = [s for s, _ in pairs]
     references = [r for _, r in pairs]
     started = time.perf_counter()
-    translations = translator.translate(sources, beam=beam, workers=workers, stopping=stopping)
+    translations = translator.translate(sources, beam=beam, workers=workers, stopping=stopping, **options)
     seconds = time.perf_counter() - started
     hypotheses = [t.text for t in translations]
     lengths = [max(len(t.src_tokens), 1) for t in translations]
@@ -339,4 +355,5 @@ def evaluate_translator(translator, src_path, ref_path, beam: int | None = None,
         n_sentences=len(pairs),
         beam=translator.config.decode.beam if beam is None else beam,
         seconds=seconds,
+        **dict(zip(("ter", "ter_signature"), corpus_ter(hypotheses, references, lowercase=lowercase))),
     )

@@ -33,10 +33,12 @@ import torch
 from torch import Tensor
 
 from attnmt.config import STOPPING_RULES
+from attnmt.constraints import apply_constraints, check_constraints, min_lengths
 from attnmt.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from attnmt.errors import UserError
 
-__all__ = ["Hypothesis", "greedy_search", "beam_search", "length_penalty_factor", "max_output_lengths"]
+__all__ = ["Hypothesis", "greedy_search", "beam_search", "left_to_right", "length_penalty_factor",
+           "max_output_lengths"]
 
 
 @dataclass
@@ -170,38 +172,64 @@ def _check_inputs(src: Tensor, src_len: Tensor) -> list[int]:
 
 @torch.inference_mode()
 def greedy_search(model, src: Tensor, src_len: Tensor, max_len_a: float = 1.5, max_len_b: float = 10,
-                  max_len_cap: int | None = None, length_penalty: float = 1.0) -> list[list[Hypothesis]]:
+                  max_len_cap: int | None = None, length_penalty: float = 1.0, min_len: int = 0,
+                  no_repeat_ngram: int = 0) -> list[list[Hypothesis]]:
     """Batched greedy decoding: per sentence a list with its one hypothesis.
 
     ``length_penalty`` only sets ``Hypothesis.score`` (the tokens do not depend on it); it matches
     beam_search's default so that ``beam_search(beam_size=1)`` gives exactly this output. A sentence
-    stops at EOS (or at its maximum length, with a forced EOS) and leaves the batch.
+    stops at EOS (or at its maximum length, with a forced EOS) and leaves the batch. ``min_len``,
+    ``no_repeat_ngram``: :mod:`attnmt.constraints`.
     """
+    return left_to_right(model, src, src_len, _greedy_choice, 1, max_len_a, max_len_b, max_len_cap, length_penalty,
+                         min_len, no_repeat_ngram)
+
+
+def _greedy_choice(log_probs: Tensor) -> tuple[Tensor, Tensor]:
+    # the same selection as beam search's (the best of the row, then added), so beam 1 == greedy exactly
+    return _best_per_row(log_probs, 1)
+
+
+@torch.inference_mode()
+def left_to_right(model, src: Tensor, src_len: Tensor, choose, copies: int = 1, max_len_a: float = 1.5,
+                  max_len_b: float = 10, max_len_cap: int | None = None, length_penalty: float = 1.0,
+                  min_len: int = 0, no_repeat_ngram: int = 0) -> list[list[Hypothesis]]:
+    """One hypothesis per row, extended a token at a time: greedy search, and sampling (attnmt.sampling).
+
+    ``choose(log_probs [N, V]) -> (log probs [N], tokens [N])`` picks each row's next token from the step's
+    log probs (PAD/BOS banned, the constraints applied). Each sentence gets ``copies`` rows (sentence-major),
+    so its list holds up to ``copies`` hypotheses, in the order they finish (a row whose every token is banned
+    ends without one).
+    """
+    check_constraints(min_len, no_repeat_ngram)
     lengths = _check_inputs(src, src_len)
     batch_size = len(lengths)
     if batch_size == 0:
         return []
     device = src.device
     max_lens = torch.tensor(max_output_lengths(lengths, max_len_a, max_len_b, max_len_cap), device=device)
+    min_lens = min_lengths(max_lens, min_len)
     results: list[list[Hypothesis]] = [[] for _ in range(batch_size)]
 
     with _eval_mode(model):
-        sent = torch.arange(batch_size, device=device)  # original index of each active row
+        # original index of each active row
+        sent = torch.arange(batch_size, device=device).repeat_interleave(copies)
         # The model sees tensors laid out exactly as in beam_search (which copies enc to expand it and
         # copies the state to reorder it every step): a kernel on a non-contiguous view may round
         # differently, and beam size 1 must give greedy's output bit for bit.
         enc = _select_rows(model.encode(src, src_len), sent)
         state = model.init_state(enc)
-        y_prev = torch.full((batch_size,), BOS_ID, dtype=torch.long, device=device)
-        cum = torch.zeros(batch_size, device=device)  # log prob so far
-        tokens = torch.empty(batch_size, 0, dtype=torch.long, device=device)
+        y_prev = torch.full((sent.numel(),), BOS_ID, dtype=torch.long, device=device)
+        cum = torch.zeros(sent.numel(), device=device)  # log prob so far
+        tokens = torch.empty(sent.numel(), 0, dtype=torch.long, device=device)
         attn: Tensor | None = None  # [N, t, S]
 
         for step in range(int(max_lens.max()) + 1):
             log_probs, state, alpha = model.decode_step(y_prev, state, enc)
             log_probs = _prepare_log_probs(log_probs, max_lens[sent] == step)
-            # the same selection as beam search's (the best of the row, then added), so beam 1 == greedy exactly
-            best, tok = _best_per_row(log_probs, 1)
+            if min_lens is not None or no_repeat_ngram:
+                apply_constraints(log_probs, tokens, None if min_lens is None else min_lens[sent], no_repeat_ngram)
+            best, tok = choose(log_probs)
             cum = cum + best
             tokens = torch.cat([tokens, tok.unsqueeze(1)], dim=1)
             if alpha is not None:
@@ -233,7 +261,8 @@ def greedy_search(model, src: Tensor, src_len: Tensor, max_len_a: float = 1.5, m
 @torch.inference_mode()
 def beam_search(model, src: Tensor, src_len: Tensor, beam_size: int = 5, n_best: int = 1,
                 length_penalty: float = 1.0, max_len_a: float = 1.5, max_len_b: float = 10,
-                max_len_cap: int | None = None, stopping: str = "exact") -> list[list[Hypothesis]]:
+                max_len_cap: int | None = None, stopping: str = "exact", min_len: int = 0,
+                no_repeat_ngram: int = 0) -> list[list[Hypothesis]]:
     """Batched beam search: per sentence its ``n_best`` best hypotheses, best score first.
 
     Each step expands the live hypotheses of every sentence and keeps the ``beam_size`` best
@@ -254,6 +283,7 @@ def beam_search(model, src: Tensor, src_len: Tensor, beam_size: int = 5, n_best:
 
     The first step expands each sentence's one empty hypothesis; only then does a sentence hold
     ``beam_size`` rows. With ``beam_size`` 1 this is exactly :func:`greedy_search` (tokens and scores).
+    ``min_len``, ``no_repeat_ngram``: :mod:`attnmt.constraints` (a banned expansion is never a candidate).
     """
     if beam_size < 1:
         raise UserError(f"search: beam_size must be at least 1, got {beam_size}")
@@ -261,6 +291,7 @@ def beam_search(model, src: Tensor, src_len: Tensor, beam_size: int = 5, n_best:
         raise UserError(f"search: n_best must be between 1 and beam_size ({beam_size}), got {n_best}")
     if stopping not in STOPPING_RULES:
         raise UserError(f"search: stopping must be one of {STOPPING_RULES}, got {stopping!r}")
+    check_constraints(min_len, no_repeat_ngram)
     lengths = _check_inputs(src, src_len)
     batch_size = len(lengths)
     if batch_size == 0:
@@ -268,6 +299,7 @@ def beam_search(model, src: Tensor, src_len: Tensor, beam_size: int = 5, n_best:
     device, K = src.device, beam_size
     max_len_list = max_output_lengths(lengths, max_len_a, max_len_b, max_len_cap)
     max_lens = torch.tensor(max_len_list, device=device)
+    min_lens = min_lengths(max_lens, min_len)
     # the length-penalty divisor of the longest output each sentence allows (EOS counted)
     lp_longest = torch.tensor([length_penalty_factor(m + 1, length_penalty) for m in max_len_list],
                               device=device)
@@ -291,6 +323,9 @@ def beam_search(model, src: Tensor, src_len: Tensor, beam_size: int = 5, n_best:
             log_probs, state, alpha = model.decode_step(y_prev, state, enc)
             at_max_len = (max_lens[sent] == step).repeat_interleave(width)
             log_probs = _prepare_log_probs(log_probs, at_max_len)
+            if min_lens is not None or no_repeat_ngram:
+                row_min = None if min_lens is None else min_lens[sent].repeat_interleave(width)
+                apply_constraints(log_probs, tokens, row_min, no_repeat_ngram)
             vocab = log_probs.size(1)
 
             # The K best expansions of each sentence's live hypotheses (dead rows hold -inf). A row adds

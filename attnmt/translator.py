@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import typing
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,9 @@ from attnmt.errors import UserError
 from attnmt.models import build_model
 from attnmt.parallel import map_in_processes
 from attnmt.search import beam_search, greedy_search
+
+if typing.TYPE_CHECKING:
+    from attnmt.sampling import Sampling
 
 
 MAX_SOURCE_TOKENS = 512  # the CLI's limit: beam search time grows with the cube of the sentence length
@@ -71,7 +75,8 @@ class Translator:
     def translate(self, sentences: list[str], beam: int | None = None, n_best: int = 1,
                   length_penalty: float | None = None, batch_tokens: int = 2000,
                   batch_size: int | None = None, workers: int = 1,
-                  stopping: str | None = None) -> list[Translation]:
+                  stopping: str | None = None, min_len: int | None = None, no_repeat_ngram: int | None = None,
+                  max_len: int | None = None, sampling: "Sampling | None" = None) -> list[Translation]:
         """Translate sentences; the result keeps the input order.
 
         Sentences of similar length are decoded together, at most ``batch_size`` (default
@@ -81,9 +86,13 @@ class Translator:
         choice (``attnmt translate`` and ``evaluate`` pass ``decode.workers``): a threaded server or a
         training run must not fork. ``stopping``
         (default ``decode.stopping``): beam search's rule for ending a sentence (:func:`attnmt.search.beam_search`).
+        ``min_len``, ``no_repeat_ngram`` (default ``decode.*``): :mod:`attnmt.constraints`; ``max_len``: a cap on
+        the output length (default ``decode.max_len_cap``). ``sampling`` (:class:`attnmt.sampling.Sampling`):
+        draw ``n_best`` samples per sentence instead of searching (no beam), seeded per batch.
         """
         d = self.config.decode
-        beam = d.beam if beam is None else beam
+        extra = self._extra_settings(beam, n_best, min_len, no_repeat_ngram, max_len, sampling)
+        beam = n_best if sampling is not None else d.beam if beam is None else beam
         length_penalty = d.length_penalty if length_penalty is None else length_penalty
         stopping = d.stopping if stopping is None else stopping
         if not 1 <= beam <= 100:
@@ -110,15 +119,17 @@ class Translator:
         # longest first: worker processes then finish together, not one of them with a long batch last
         batches.sort(key=lambda indices: -max(lengths[i] for i in indices))
         search = dict(beam_size=beam, n_best=n_best, length_penalty=length_penalty, max_len_a=d.max_len_a,
-                      max_len_b=d.max_len_b, max_len_cap=d.max_len_cap, stopping=stopping)
+                      max_len_b=d.max_len_b, stopping=stopping, **extra)
 
         def decode(b: int) -> list[Translation]:
             indices = batches[b]
             batch = collate([(src_ids[i], None) for i in indices], indices).to(self.device)
-            hyps = self._search(batch.src, batch.src_len, **search)
+            hyps = self._search(batch.src, batch.src_len, batch_index=b, **search)
             translations = []
             for i, sentence_hyps in zip(indices, hyps):
                 options = [self._translation(sentences[i], src_tokens[i], h) for h in sentence_hyps]
+                if not options:  # every continuation banned (attnmt.constraints on a tiny vocabulary)
+                    options = [Translation(sentences[i], "", src_tokens[i], [], None, float("-inf"))]
                 options[0].n_best = options
                 translations.append(options[0])
             return translations
@@ -153,7 +164,32 @@ class Translator:
             t.alignment = links
         return translations
 
-    def _search(self, src, src_len, beam_size: int, n_best: int, stopping: str, **kwargs):
+    def _extra_settings(self, beam, n_best, min_len, no_repeat_ngram, max_len, sampling) -> dict:
+        """The search settings beyond beam and n-best, checked: constraints, the length cap, sampling."""
+        from attnmt.constraints import check_constraints
+
+        d = self.config.decode
+        extra = dict(min_len=d.min_len if min_len is None else min_len,
+                     no_repeat_ngram=d.no_repeat_ngram if no_repeat_ngram is None else no_repeat_ngram,
+                     max_len_cap=d.max_len_cap if max_len is None else max_len, sampling=sampling)
+        if max_len is not None and max_len < 1:
+            raise UserError(f"max_len={max_len} is out of range; allowed: 1 or more output tokens")
+        check_constraints(extra["min_len"], extra["no_repeat_ngram"], extra["max_len_cap"])
+        if sampling is not None and beam not in (None, 1):
+            raise UserError(f"beam={beam} with sampling: sampling draws each token and beam search keeps the best "
+                            "ones; use one of them")
+        if sampling is not None and not 1 <= n_best <= 100:
+            raise UserError(f"n_best={n_best} is out of range; allowed: 1 to 100 samples per sentence")
+        return extra
+
+    def _search(self, src, src_len, beam_size: int, n_best: int, stopping: str, sampling=None, batch_index: int = 0,
+                **kwargs):
+        if sampling is not None:  # a generator per batch: the same samples in any worker process
+            from attnmt.sampling import sample_search
+
+            generator = torch.Generator(device=src.device).manual_seed((sampling.seed << 20) + batch_index)
+            return sample_search(self.model, src, src_len, n_samples=n_best, sampling=sampling, generator=generator,
+                                 **kwargs)
         if beam_size == 1 and n_best == 1:  # the same output as beam search's, faster
             return greedy_search(self.model, src, src_len, **kwargs)
         return beam_search(self.model, src, src_len, beam_size=beam_size, n_best=n_best, stopping=stopping, **kwargs)
