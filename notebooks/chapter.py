@@ -118,9 +118,9 @@ with torch.inference_mode():
 #
 # 在第 i 个目标步，RNNsearch 用前一个解码器状态 s_{i-1} 去询问每个注释 h_j：
 #
-# 1. 打分 · scores: e_ij = v^T tanh(W_s s_{i-1} + W_h h_j)
-# 2. 归一化 · weights: α_ij = exp(e_ij) / Σ_k exp(e_ik)
-# 3. 加权求和 · context: c_i = Σ_j α_ij h_j
+# 1. 打分 · scores: $e_{ij} = v^\top \tanh(W_s s_{i-1} + W_h h_j)$
+# 2. 归一化 · weights: $\alpha_{ij} = \exp(e_{ij}) / \sum_k \exp(e_{ik})$
+# 3. 加权求和 · context: $c_i = \sum_j \alpha_{ij} h_j$
 #
 # 下面用 NumPy 参考实现 `attnmt.attention` 按这三步计算，用的是刚训练出的模型的权重 W_s、W_h、v
 # 和它的注释与解码器状态，再与模型翻译时自己给出的注意力比较。权重必须是学到的：
@@ -173,11 +173,13 @@ assert difference < 1e-5, "the NumPy reference and the model disagree"
 
 # %% [markdown]
 # 没有学过的权重会怎样？用同样形状的随机权重重做这三步：注意力几乎是均匀的（熵接近 log S），
-# 学到的权重则集中在少数几个源词上。
+# 学到的权重则集中在少数几个源词上。参考实现自带的 `attnmt.attention.tour` 在一个检索任务上说明了同一点：
+# 从一组键中找出离查询最近的那个，单位矩阵权重和随机权重都不行，拟合后的权重可以。
 #
 # What do unlearned weights do? The same three steps with random weights of the same shapes: the
 # weights are close to uniform (entropy near log S), where the learned ones concentrate on a few
-# source words.
+# source words. The reference's own `attnmt.attention.tour` makes the same point on a retrieval task,
+# finding the key nearest the query: identity weights and random weights fail, fitted ones succeed.
 
 # %%
 def entropy(p):
@@ -189,6 +191,10 @@ random_alpha = np.stack([ref.softmax(ref.additive_scores(q, h, untrained["W_s"],
                          for q in queries])  # the same queries s_{i-1}, random W_s, W_h, v
 print(f"log S = {np.log(len(h)):.2f}; mean entropy of the learned rows {entropy(reference_alpha):.2f}, "
       f"random weights {entropy(random_alpha):.2f}")
+
+tour = ref.tour(out=lambda line: None)  # python -m attnmt.attention prints it all
+print(f"retrieval, held-out accuracy (chance {tour.chance:.2f}): W_q = W_k = I, v = 1: {tour.accuracy_identity:.3f}; "
+      f"random weights: {tour.accuracy_random_init:.3f}; fitted: {tour.accuracy_fitted:.3f}")
 
 # %% [markdown]
 # ## 3. 注意力是软的字典查询 · Attention as a soft dictionary lookup
@@ -264,11 +270,11 @@ Image(filename=str(path))
 # %% [markdown]
 # ## 5. 缩放点积注意力 · Scaled dot-product attention
 #
-# Transformer（Vaswani 等人，2017）用点积打分：softmax(QK^T / √d_k) V。各分量独立、方差为 1 的 q 与 k，
+# Transformer（Vaswani 等人，2017）用点积打分：$\mathrm{softmax}(QK^\top / \sqrt{d_k})\,V$。各分量独立、方差为 1 的 q 与 k，
 # 其点积的方差是 d_k，维度越高分数越大，softmax 就越接近 one-hot，梯度也随之消失。除以 √d_k 让分数
 # 的方差回到 1。下面对不同的 d_k 比较不缩放和缩放时每行最大的权重。
 #
-# The Transformer (Vaswani et al. 2017) scores by dot products: softmax(QK^T / √d_k) V. For q and k
+# The Transformer (Vaswani et al. 2017) scores by dot products: $\mathrm{softmax}(QK^\top / \sqrt{d_k})\,V$. For q and k
 # with independent components of variance 1, q·k has variance d_k: the larger the dimension, the
 # larger the scores, the closer the softmax comes to one-hot, and its gradients vanish. Dividing by
 # √d_k brings the variance back to 1. The cell compares the largest weight of each row, unscaled and
