@@ -164,8 +164,9 @@ def checkpoint_path(model_dir: Path, name: str) -> Path:
         path = directory / "last.pt"
     if not path.is_file():
         available = sorted(p.stem for p in directory.glob("*.pt")) if directory.is_dir() else []
+        hint = " (an ema checkpoint is written by training with train.ema_decay)" if name == "ema" else ""
         raise UserError(f"{model_dir} has no checkpoint {name!r}; "
-                        + (f"available: {', '.join(available)}" if available
+                        + (f"available: {', '.join(available)}{hint}" if available
                            else "it has no checkpoints: train a model first (attnmt train CONFIG)"))
     return path
 

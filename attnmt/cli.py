@@ -32,7 +32,7 @@ def _read_input(path: str | None) -> list[str]:
 def _add_checkpoint_arg(p) -> None:
     p.add_argument("--checkpoint", default="best",
                    help="which checkpoint of the model folder: best (default), last, averaged (attnmt average) "
-                        "or stepN (train.keep_checkpoints)")
+                        "or stepN (train.keep_checkpoints), ema (train.ema_decay)")
 
 
 def cmd_demo(args) -> None:

@@ -153,8 +153,13 @@ class TrainConfig:
     max_steps: int = 100000
     max_epochs: int = 100
     max_time_s: Optional[float] = None  # stop after this much wall time (a checkpoint is written)
-    optimizer: Literal["adam"] = "adam"
+    # adam; adamw: decoupled weight decay (Loshchilov & Hutter 2019); sgd: with momentum (attnmt/optim.py)
+    optimizer: Literal["adam", "adamw", "sgd"] = "adam"
     lr: float = 1e-3
+    weight_decay: float = 0.0  # adam and sgd: L2 added to the gradient; adamw: w <- w - lr * wd * w
+    momentum: float = 0.0  # sgd only
+    accum_steps: int = 1  # batches per update (gradient accumulation, attnmt/accumulate.py)
+    ema_decay: Optional[float] = None  # d: keep ema <- d * ema + (1 - d) * w, validate it, write checkpoints/ema.pt
     # plateau: decay on a validation-loss plateau; noam: warm-up then 1/sqrt(step) (Vaswani et al.);
     # cosine: warm-up then a cosine decay to min_lr at max_steps; none: constant
     scheduler: Literal["plateau", "noam", "cosine", "none"] = "plateau"
@@ -170,7 +175,10 @@ class TrainConfig:
     keep_checkpoints: int = 0  # also keep the weights of the last N writes of last.pt as checkpoints/step<N>.pt,
     # for `attnmt average` (checkpoint averaging; 0: keep none)
     valid_bleu_sample: int = 200  # sentences of the validation set decoded for BLEU (0: none)
-    early_stopping_patience: int = 10  # validations without improvement of the validation loss
+    early_stopping_patience: int = 10  # validations without improvement of early_stopping_metric
+    # what "improvement" means for early stopping and best.pt: a lower validation loss, or a higher BLEU /
+    # chrF on the valid_bleu_sample sentences (greedy)
+    early_stopping_metric: Literal["loss", "bleu", "chrf"] = "loss"
     log_every: int = 50
     threads: Optional[int] = None  # torch intra-op threads (default: physical cores)
     device: str = "cpu"
@@ -195,6 +203,18 @@ class TrainConfig:
         _check_range("train.keep_checkpoints", self.keep_checkpoints, 0, None)
         if self.batch_size is not None:
             _check_range("train.batch_size", self.batch_size, 1, None)
+        _check_range("train.weight_decay", self.weight_decay, 0.0, None)
+        _check_range("train.momentum", self.momentum, 0.0, 0.999)
+        if self.momentum and self.optimizer != "sgd":
+            raise UserError(f"config: train.momentum={self.momentum} applies to train.optimizer sgd, not "
+                            f"{self.optimizer}; remove it or set train.optimizer: sgd")
+        _check_range("train.accum_steps", self.accum_steps, 1, None)
+        if self.ema_decay is not None and not 0.0 < self.ema_decay < 1.0:
+            raise UserError(f"config: train.ema_decay={self.ema_decay!r} is out of range; allowed: > 0 and < 1 "
+                            "(e.g. 0.999), or null for none")
+        if self.early_stopping_metric != "loss" and not self.valid_bleu_sample:
+            raise UserError(f"config: train.early_stopping_metric={self.early_stopping_metric} needs the validation "
+                            "sentences decoded: set train.valid_bleu_sample > 0, or use loss")
 
 
 STOPPING_RULES = ("exact", "early")  # beam search's rules for ending a sentence (attnmt.search.beam_search)
