@@ -24,11 +24,19 @@
 # code that shows it, through attnmt's public API; every figure is drawn by attnmt's own plotting
 # functions. No result is written into the text: the numbers are the ones the cells compute.
 #
-# 运行 · Running: `bash scripts/setup.sh && .venv/bin/pip install -e '.[notebook]'`, then
-# `.venv/bin/jupyter lab notebooks/chapter.ipynb` (or `jupyter notebook`). 默认规模与
-# `attnmt demo --quick` 相同（在两个核上约一两分钟）；设置环境变量 `ATTNMT_NOTEBOOK_TINY=1`
-# 则用极小的模型，只检查每个单元都能运行（测试就是这样运行它的），这时模型太小，看不出下文描述的效果。
-# The default size is `attnmt demo --quick`'s (a minute or two on two cores);
+# 运行：`bash scripts/setup.sh && .venv/bin/pip install -e '.[notebook]' jupyterlab`，然后
+# `.venv/bin/jupyter lab notebooks/chapter.ipynb`；不开浏览器时，`.venv/bin/jupyter-execute
+# notebooks/chapter.ipynb` 运行所有单元（图写进输出文件夹）。请在内核中运行，不要用
+# `python chapter.py`：演示在新启动的进程中训练两个模型，这些进程会重新执行脚本的顶层代码。
+# 默认规模与 `attnmt demo --quick` 相同（一两分钟）；设置环境变量 `ATTNMT_NOTEBOOK_TINY=1` 则用极小的
+# 模型，只检查每个单元都能运行（测试就是这样运行它的），这时模型太小，看不出下文描述的效果。
+# `ATTNMT_NOTEBOOK_OUT` 指定输出文件夹（默认是笔记本旁边的 `chapter-output/`）。
+#
+# Running: `bash scripts/setup.sh && .venv/bin/pip install -e '.[notebook]' jupyterlab`, then
+# `.venv/bin/jupyter lab notebooks/chapter.ipynb`; without a browser, `.venv/bin/jupyter-execute
+# notebooks/chapter.ipynb` runs every cell (the figures land in the output folder). Run it in a
+# kernel, not as `python chapter.py`: the demo trains its two models in spawned processes, which
+# re-run a script's top level. The default size is `attnmt demo --quick`'s (a minute or two);
 # `ATTNMT_NOTEBOOK_TINY=1` uses tiny models that only check that every cell runs (the tests run it
 # so), too small to show the effects described below. `ATTNMT_NOTEBOOK_OUT` sets the output folder
 # (default `chapter-output/` next to the notebook).
@@ -186,7 +194,8 @@ def entropy(p):
     return float(-(p * np.log(np.clip(p, 1e-12, None))).sum(-1).mean())
 
 
-untrained = {name: rng.normal(size=w.shape) / np.sqrt(w.shape[-1]) for name, w in (("W_s", W_s), ("W_h", W_h), ("v", v))}
+untrained = {name: rng.normal(size=w.shape) / np.sqrt(w.shape[-1])  # the scale of a fresh layer
+             for name, w in (("W_s", W_s), ("W_h", W_h), ("v", v))}
 random_alpha = np.stack([ref.softmax(ref.additive_scores(q, h, untrained["W_s"], untrained["W_h"], untrained["v"]))
                          for q in queries])  # the same queries s_{i-1}, random W_s, W_h, v
 print(f"log S = {np.log(len(h)):.2f}; mean entropy of the learned rows {entropy(reference_alpha):.2f}, "

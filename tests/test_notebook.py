@@ -7,6 +7,7 @@ Needs the notebook extra (pip install -e '.[notebook]'; scripts/setup.sh --dev i
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -38,6 +39,14 @@ def test_ipynb_matches_the_percent_source():
     assert _without_version_lines(jupytext.writes(committed, fmt="py:percent")) == \
         _without_version_lines(SOURCE.read_text(encoding="utf-8")), f"the round trip changes chapter.py; {REGENERATE}"
     assert committed.metadata["kernelspec"]["name"] == "python3"
+
+
+def test_every_text_cell_is_in_chinese_and_english():
+    cells = [c.source for c in jupytext.read(SOURCE).cells if c.cell_type == "markdown"]
+    assert cells
+    for source in cells:
+        assert re.search("[\u4e00-\u9fff]", source) and re.search("[A-Za-z]{4,} [A-Za-z]{2,} [A-Za-z]{2,}", source), \
+            f"a markdown cell is not in both languages: {source[:80]!r}"
 
 
 def test_committed_notebook_has_no_outputs():
