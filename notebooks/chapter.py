@@ -54,6 +54,7 @@ from attnmt import attention as ref  # the NumPy reference of every attention pr
 from attnmt.demo import DemoSettings, run_demo
 from attnmt.evaluate import format_table
 from attnmt.viz.heatmap import plot_attention
+from attnmt.viz.length import plot_bleu_by_length
 
 TINY = os.environ.get("ATTNMT_NOTEBOOK_TINY", "").strip().lower() not in ("", "0", "false", "no")
 OUT = Path(os.environ.get("ATTNMT_NOTEBOOK_OUT", "chapter-output"))
@@ -90,7 +91,8 @@ display(Markdown(format_table(demo.buckets)))
 for name, buckets in demo.buckets.items():
     print(f"{name}: all {settings.n_test} sentences {demo.bleu[name]:.1f} BLEU; the longest bucket keeps "
           f"{buckets[-1].bleu / max(buckets[0].bleu, 1e-9):.2f} of the shortest bucket's BLEU")
-Image(filename=str(OUT / "demo" / "bleu_by_length.png"))
+Image(filename=str(plot_bleu_by_length(demo.buckets, OUT / "bleu_by_length.png",
+                                        title="BLEU by source length (synthetic language, greedy)")))
 
 # %% [markdown]
 # 固定向量到底有多大？用 `attnmt.load` 载入训练好的 seq2seq 模型，对一个测试句调用模型的 `encode`：

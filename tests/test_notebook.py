@@ -83,5 +83,5 @@ def test_notebook_runs_top_to_bottom(tmp_path, monkeypatch):
     assert "largest difference from the model's own attention" in text
     images = sum("image/png" in o.get("data", {}) for c in code for o in c.outputs)
     assert images >= 8  # BLEU by length, two alignment heatmaps, the causal mask, four heads
-    for name in ("demo/bleu_by_length.png", "attention_links.png", "attention_gold.png", "causal.png", "head_0.png"):
+    for name in ("bleu_by_length.png", "attention_links.png", "attention_gold.png", "causal.png", "head_0.png"):
         assert (out / name).stat().st_size > 0, name
