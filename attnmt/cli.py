@@ -62,7 +62,9 @@ def cmd_translate(args) -> None:
         raise UserError("translate: --symmetrize and --reverse-model belong to --alignments; add it or leave them out")
     if args.symmetrize and not args.reverse_model:
         raise UserError("translate: --symmetrize combines two directions; pass --reverse-model DIR too")
-    translator = load(args.model, checkpoint=args.checkpoint, int8=args.int8)
+    if args.alignments and len(args.model) > 1:
+        raise UserError("translate: --alignments read one model's attention; pass a single --model")
+    translator = _load_translator(args)
     translator.max_src_tokens = MAX_SOURCE_TOKENS  # a refusal naming the line, not an hour-long decode
     sentences = _read_input(args.input)
     try:
@@ -90,6 +92,17 @@ def cmd_translate(args) -> None:
             out.close()
 
 
+def _load_translator(args):
+    """The one model, or the ensemble of the models, that --model names (translate, evaluate)."""
+    from attnmt.translator import load
+
+    if len(args.model) == 1 and args.ensemble_weights is None:
+        return load(args.model[0], checkpoint=args.checkpoint, int8=args.int8)
+    from attnmt.ensemble import load_ensemble
+
+    return load_ensemble(args.model, checkpoint=args.checkpoint, int8=args.int8, weights=args.ensemble_weights)
+
+
 def _decoding(args) -> dict:
     """translate()'s length, repetition and sampling options from the decoding flags."""
     sampling = None
@@ -112,11 +125,11 @@ def _workers(args, translator) -> int:
 
 def cmd_evaluate(args) -> None:
     from attnmt.evaluate import evaluate_translator
-    from attnmt.translator import MAX_SOURCE_TOKENS, SentenceTooLong, load
+    from attnmt.translator import MAX_SOURCE_TOKENS, SentenceTooLong
 
     if args.json:  # before the work, not after it
         _refuse_overwrite(Path(args.json), args.overwrite)
-    translator = load(args.model, checkpoint=args.checkpoint, int8=args.int8)
+    translator = _load_translator(args)
     translator.max_src_tokens = MAX_SOURCE_TOKENS
     try:
         report = evaluate_translator(translator, args.src, args.ref, beam=args.beam, tokenize=args.tokenize,
@@ -281,8 +294,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true", help="replace an existing model folder")
     p.set_defaults(func=cmd_train)
 
-    def model_args(p):
-        p.add_argument("--model", required=True, help="trained model folder")
+    def model_args(p, ensemble: bool = False):
+        if ensemble:
+            p.add_argument("--model", required=True, action="append", metavar="DIR",
+                           help="trained model folder; repeat it for an ensemble, whose log probs are averaged at "
+                                "every step (the models must share their vocabularies)")
+            p.add_argument("--ensemble-weights", type=float, nargs="+", metavar="W",
+                           help="one weight per --model for the average (default: equal)")
+        else:
+            p.add_argument("--model", required=True, help="trained model folder")
         _add_checkpoint_arg(p)
         p.add_argument("--beam", type=int, default=None, help="beam size (1 = greedy; default from the config)")
         p.add_argument("--int8", action="store_true",
@@ -313,7 +333,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--seed", type=int, default=None, help="--sample: the random seed (default 0)")
 
     p = sub.add_parser("translate", help="translate sentences (stdin or --input), one per line")
-    model_args(p)
+    model_args(p, ensemble=True)
     decode_args(p)
     p.add_argument("--input", help="input file (default: stdin)")
     p.add_argument("--output", help="output file (default: stdout)")
@@ -326,8 +346,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true")
     p.set_defaults(func=cmd_translate)
 
-    p = sub.add_parser("evaluate", help="BLEU and chrF (sacreBLEU) of a model on a test set, also by length")
-    model_args(p)
+    p = sub.add_parser("evaluate", help="BLEU, chrF and TER (sacreBLEU) of a model on a test set, also by length")
+    model_args(p, ensemble=True)
     decode_args(p)
     p.add_argument("--src", required=True, help="source sentences")
     p.add_argument("--ref", required=True, help="reference translations")

@@ -198,6 +198,12 @@ def align(ws: Workspace, *extra: str) -> list[str]:
     return ["align", "--src", str(ws.corpus / "test.src"), "--tgt", str(ws.corpus / "test.tgt"), *extra]
 
 
+def swap_lines(text: str, i: int, j: int) -> str:
+    lines = text.splitlines(keepends=True)
+    lines[i], lines[j] = lines[j], lines[i]
+    return "".join(lines)
+
+
 def long_line(ws: Workspace, n: int = 600) -> Path:
     return ws.file("long.txt", "a b\n" + " ".join(["word"] * n) + "\n")
 
@@ -348,6 +354,15 @@ CASES: list[Case] = [
          lambda ws: ["train", str(ws.config("train:\n  early_stopping_metric: bleu\n  valid_bleu_sample: 0\n"))]),
     Case("checkpoint", "`--checkpoint ema` of a model trained without `train.ema_decay`",
          lambda ws: translate(ws.model, in_txt(ws), "--checkpoint", "ema")),
+    Case("ensemble", "one of the `--model` folders is missing",
+         lambda ws: translate(ws.model, in_txt(ws), "--model", str(ws.root / "missing"))),
+    Case("ensemble", "models with different target vocabularies", lambda ws: translate(ws.model, in_txt(ws), "--model", str(
+        ws.model_with(lambda m: (m / "tgt.vocab").write_text(swap_lines((m / "tgt.vocab").read_text("utf-8"), 4, 5),
+                                                             encoding="utf-8"))))),
+    Case("ensemble", "`--ensemble-weights` count differs from the models'",
+         lambda ws: translate(ws.model, in_txt(ws), "--model", str(ws.model), "--ensemble-weights", "1")),
+    Case("ensemble", "`--alignments` with two models",
+         lambda ws: translate(ws.model, in_txt(ws), "--model", str(ws.model), "--alignments")),
     Case("config", "`decode.min_len` above `decode.max_len_cap`",
          lambda ws: ["train", str(ws.config("decode:\n  min_len: 20\n  max_len_cap: 10\n"))]),
     # --- evaluate --------------------------------------------------------------------------------
