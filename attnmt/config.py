@@ -61,12 +61,20 @@ class DataConfig:
     # This fraction of the training pairs is added again with the source's final punctuation removed
     # (attnmt/data/augment.py): for corpora whose sentences always end in punctuation, like Tatoeba.
     drop_final_punct: float = 0.0
+    # The sentence pairs of a word-alignment test set, added to the training text without alignment links
+    # (statistical aligners always see the text they align); off by default, logged, never held out.
+    align_text_src: Optional[str] = None
+    align_text_tgt: Optional[str] = None
+    align_text_copies: int = 1  # how many times they are added
 
     def __post_init__(self) -> None:
         _check_range("data.vocab_size", self.vocab_size, 8, None)
         _check_range("data.max_len", self.max_len, 1, None)
         _check_range("data.drop_final_punct", self.drop_final_punct, 0.0, 1.0)
         _check_range("data.min_freq", self.min_freq, 1, None)
+        _check_range("data.align_text_copies", self.align_text_copies, 1, None)
+        if (self.align_text_src is None) != (self.align_text_tgt is None):
+            raise UserError("config: data.align_text_src and data.align_text_tgt must be given together")
         _check_range("data.synthetic_min_len", self.synthetic_min_len, 2, None)
         _check_range("data.synthetic_max_len", self.synthetic_max_len, self.synthetic_min_len, None)
         _check_range("data.tsv_src_column", self.tsv_src_column, 0, None)
@@ -259,7 +267,8 @@ class Config:
     decode: DecodeConfig = field(default_factory=DecodeConfig)
 
 
-PATH_FIELDS = {"train_src", "train_tgt", "train_tsv", "valid_src", "valid_tgt", "valid_tsv", "test_src", "test_tgt"}
+PATH_FIELDS = {"train_src", "train_tgt", "train_tsv", "valid_src", "valid_tgt", "valid_tsv", "test_src", "test_tgt",
+               "align_text_src", "align_text_tgt"}
 
 
 def _check_range(key: str, value: Any, low: Any, high: Any, inclusive_low: bool = True) -> None:

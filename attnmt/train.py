@@ -123,6 +123,13 @@ def load_data(config: Config, model_dir: Path, resume: bool, log: "RunLog", worl
                 if held and world.is_main:  # for `attnmt evaluate --src MODEL/test.src --ref MODEL/test.tgt`
                     for side, k in (("src", 0), ("tgt", 1)):
                         (model_dir / f"{name}.{side}").write_text("".join(p[k] + "\n" for p in held), encoding="utf-8")
+    if cfg.align_text_src is not None:
+        from attnmt.data.corpus import read_parallel
+
+        added = read_parallel(cfg.align_text_src, cfg.align_text_tgt)
+        train_pairs = train_pairs + added * cfg.align_text_copies
+        log.event("data", split="train", alignment_test_text=cfg.align_text_src, pairs=len(added),
+                  copies=cfg.align_text_copies)
     if cfg.drop_final_punct:
         before = len(train_pairs)
         train_pairs = add_unpunctuated(train_pairs, cfg.drop_final_punct, config.train.seed)

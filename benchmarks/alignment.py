@@ -12,6 +12,8 @@
         The one table: diagonal, eflomal (each direction and intersected), and each model x
         extraction method x symmetrization, with AER / precision / recall on the Hansards gold,
         the model's BLEU on its held-out test set, its training time and the alignment time.
+    python benchmarks/alignment.py figures --model DIR --name NAME [--method shift]
+        Heatmaps of real Hansards pairs whose word order changes, the gold's sure links circled.
     python benchmarks/alignment.py why --model DIR
         Where one model's attention misaligns: AER by French word category and by sentence length on
         the gold, and agreement with eflomal on held-out training-domain sentences against Hansards.
@@ -225,6 +227,41 @@ def cmd_why(args) -> None:
     print(f"-> {write_result(name, result, args.out)}")
 
 
+def crossing_sentences(gold, pairs, n: int, low: int = 7, high: int = 13) -> list[int]:
+    """The first ``n`` gold pairs of ``low``-``high`` words on both sides whose sure links cross
+    (the word order changes), to show in heatmaps."""
+    chosen = []
+    for k, (g, (s, t)) in enumerate(zip(gold, pairs)):
+        if not (low <= len(s.split()) <= high and low <= len(t.split()) <= high):
+            continue
+        links = sorted(g.sure)
+        if any(i1 < i2 and j1 > j2 for i1, j1 in links for i2, j2 in links):
+            chosen.append(k)
+        if len(chosen) == n:
+            break
+    return chosen
+
+
+def cmd_figures(args) -> None:
+    """Word-level heatmaps of real Hansards sentences with the gold's sure links circled."""
+    from attnmt.align import attention_matrices, read_gold
+    from attnmt.translator import load
+    from attnmt.viz.heatmap import plot_attention
+
+    gold = read_gold(GOLD / "enfr.gold")
+    pairs = gold_pairs()
+    chosen = crossing_sentences(gold, pairs, args.n)
+    translator = load(args.model)
+    matrices = attention_matrices(translator, [pairs[k][0] for k in chosen], [pairs[k][1] for k in chosen])
+    out = Path(args.out_dir)
+    for k, m in zip(chosen, matrices):
+        weights = m.shifted if args.method == "shift" else m.weights
+        path = plot_attention(weights, m.src_words, m.tgt_words, out / f"align_hansards_{args.name}_{k + 1}.png",
+                              title=f"Hansards pair {k + 1}, {args.method} rows; circles: gold sure links",
+                              marks=gold[k].sure)
+        print(path)
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -237,6 +274,13 @@ def main(argv=None) -> None:
     p.add_argument("--beam", type=int, default=5)
     p.add_argument("--out", help="JSON path (default benchmarks/results/alignment_enfr.json)")
     p.set_defaults(func=cmd_table)
+    p = sub.add_parser("figures")
+    p.add_argument("--model", required=True)
+    p.add_argument("--name", required=True, help="a short name for the file names")
+    p.add_argument("--method", choices=["argmax", "shift"], default="argmax")
+    p.add_argument("--n", type=int, default=2)
+    p.add_argument("--out-dir", default=str(ROOT / "docs" / "img"))
+    p.set_defaults(func=cmd_figures)
     p = sub.add_parser("why")
     p.add_argument("--model", required=True, help="an English->French model folder")
     p.add_argument("--method", action="append", default=None, help="extraction methods (default argmax, shift)")

@@ -107,3 +107,25 @@ def test_guided_attention_aligns_better_than_unguided(tiny_corpus, tmp_path):
     assert '"align_loss"' in log and '"guided": ' in log
     # measured: 0.73 unguided, 0.52 guided after 60 steps
     assert aer(guided) < aer(plain) - 0.1
+
+
+def test_alignment_test_text_is_added_to_training_without_links(tiny_corpus, tmp_path):
+    import json
+
+    from attnmt.train import train
+
+    config = tiny_config(tiny_corpus, max_steps=2, valid_every=2, valid_bleu_sample=0)
+    config.data.align_text_src, config.data.align_text_tgt = str(tiny_corpus / "test.src"), str(tiny_corpus / "test.tgt")
+    config.data.align_text_copies = 3
+    config.train.guided_alignment.links = str(_links_file(tiny_corpus, tmp_path))
+    model_dir = train(config, tmp_path / "m", quiet=True).model_dir
+    events = [json.loads(line) for line in (model_dir / "train_log.jsonl").read_text(encoding="utf-8").splitlines()]
+    n_train = len((tiny_corpus / "train.src").read_text(encoding="utf-8").splitlines())
+    n_test = len((tiny_corpus / "test.src").read_text(encoding="utf-8").splitlines())
+    added = next(e for e in events if "alignment_test_text" in e)
+    assert (added["pairs"], added["copies"]) == (n_test, 3)
+    guided = next(e for e in events if "guided" in e)
+    encoded = next(e for e in events if e.get("split") == "train" and "kept" in e)
+    assert encoded["total"] == n_train + 3 * n_test
+    # the added pairs carry no guidance: the links file belongs to the training corpus
+    assert (guided["guided"], guided["unguided"]) == (n_train, 3 * n_test)
