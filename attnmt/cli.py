@@ -53,8 +53,7 @@ def cmd_train(args) -> None:
 
 
 def cmd_translate(args) -> None:
-    from attnmt.align import format_links
-    from attnmt.translator import MAX_SOURCE_TOKENS, SentenceTooLong, load
+    from attnmt.translator import MAX_SOURCE_TOKENS, load
 
     if args.output:
         _refuse_overwrite(Path(args.output), args.overwrite)
@@ -66,29 +65,69 @@ def cmd_translate(args) -> None:
         raise UserError("translate: --alignments read one model's attention; pass a single --model")
     translator = _load_translator(args)
     translator.max_src_tokens = MAX_SOURCE_TOKENS  # a refusal naming the line, not an hour-long decode
-    sentences = _read_input(args.input)
+    reverse = load(args.reverse_model, checkpoint=args.checkpoint) if args.alignments and args.reverse_model else None
+    from attnmt.interactive import is_live
+
+    if args.buffer is not None or (not args.input or args.input == "-") and is_live(sys.stdin):
+        return _translate_live(args, translator, reverse)
+    translations = _translate_lines(args, translator, reverse, _read_input(args.input), 0)
+    # The output file is created only now: a failed run leaves no empty file that blocks the next one.
+    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
+    try:
+        _write_translations(out, translations, 0, args)
+    finally:
+        if out is not sys.stdout:
+            out.close()
+
+
+def _translate_lines(args, translator, reverse, sentences: list[str], first: int) -> list:
+    """translate's translations (and links, with --alignments) of ``sentences``, line ``first`` + 1 onwards."""
+    from attnmt.translator import SentenceTooLong
+
     try:
         translations = translator.translate(sentences, beam=args.beam, n_best=args.n_best,
                                             workers=_workers(args, translator), stopping=args.stopping,
                                             **_decoding(args))
     except SentenceTooLong as e:
-        raise e.at(args.input if args.input and args.input != "-" else "<stdin>") from None
+        where = args.input if args.input and args.input != "-" else "<stdin>"
+        raise SentenceTooLong(e.index + first, e.tokens, e.limit).at(where) from None
     if args.alignments:
-        reverse = load(args.reverse_model, checkpoint=args.checkpoint) if args.reverse_model else None
         translator.align(translations, args.align_method, args.threshold, args.layer, args.head, reverse,
                          args.symmetrize)
-    # The output file is created only now: a failed run leaves no empty file that blocks the next one.
-    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
+    return translations
+
+
+def _write_translations(out, translations: list, first: int, args) -> None:
+    from attnmt.align import format_links
+
+    for i, tr in enumerate(translations, start=first):
+        links = f" ||| {format_links(tr.alignment)}" if args.alignments else ""
+        if args.n_best > 1:
+            for option in tr.n_best or [tr]:
+                out.write(f"{i} ||| {option.text} ||| {option.score:.4f}{links if option is tr else ''}\n")
+        else:
+            out.write(tr.text + links + "\n")
+
+
+def _translate_live(args, translator, reverse) -> None:
+    """Each group of --buffer lines (default 1) translated and flushed as soon as it is read (attnmt.interactive)."""
+    from attnmt.interactive import in_groups, live_lines
+
+    lines = live_lines(sys.stdin.buffer) if not args.input or args.input == "-" else iter(_read_input(args.input))
+    out = None
+
+    def handle(group: list[str], first: int) -> None:
+        nonlocal out
+        translations = _translate_lines(args, translator, reverse, group, first)
+        if out is None:  # created with the first output, as in the batch path
+            out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
+        _write_translations(out, translations, first, args)
+        out.flush()
+
     try:
-        for i, tr in enumerate(translations):
-            links = f" ||| {format_links(tr.alignment)}" if args.alignments else ""
-            if args.n_best > 1:
-                for option in tr.n_best or [tr]:
-                    out.write(f"{i} ||| {option.text} ||| {option.score:.4f}{links if option is tr else ''}\n")
-            else:
-                out.write(tr.text + links + "\n")
+        in_groups(lines, 1 if args.buffer is None else args.buffer, handle)
     finally:
-        if out is not sys.stdout:
+        if out is not None and out is not sys.stdout:
             out.close()
 
 
@@ -338,6 +377,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input", help="input file (default: stdin)")
     p.add_argument("--output", help="output file (default: stdout)")
     p.add_argument("--n-best", type=int, default=1, help="print the N best hypotheses as 'i ||| text ||| score'")
+    p.add_argument("--buffer", type=int, default=None, metavar="N",
+                   help="translate N lines at a time and flush each group's output as soon as it is read (default "
+                        "1 when stdin is a terminal or a pipe; a file on stdin or --input is batched whole)")
     p.add_argument("--alignments", action="store_true",
                    help="print word links after each translation: 'text ||| 0-0 1-2 ...' (0-based source-output "
                         "word positions, as Marian's --alignment; with --n-best, on the best hypothesis)")

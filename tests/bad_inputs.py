@@ -354,6 +354,10 @@ CASES: list[Case] = [
          lambda ws: ["train", str(ws.config("train:\n  early_stopping_metric: bleu\n  valid_bleu_sample: 0\n"))]),
     Case("checkpoint", "`--checkpoint ema` of a model trained without `train.ema_decay`",
          lambda ws: translate(ws.model, in_txt(ws), "--checkpoint", "ema")),
+    Case("translate", "`--buffer 0`", lambda ws: ["translate", "--model", str(ws.model), "--buffer", "0"],
+         stdin=b"a b\n"),
+    Case("translate", "live loop (`--buffer 1`): invalid UTF-8 on line 2 of stdin",
+         lambda ws: ["translate", "--model", str(ws.model), "--buffer", "1"], stdin=b"a b\nc \xff d\n"),
     Case("ensemble", "one of the `--model` folders is missing",
          lambda ws: translate(ws.model, in_txt(ws), "--model", str(ws.root / "missing"))),
     Case("ensemble", "models with different target vocabularies", lambda ws: translate(ws.model, in_txt(ws), "--model", str(

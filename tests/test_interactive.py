@@ -1,0 +1,93 @@
+"""The live translate loop (attnmt.interactive): each line translated and flushed as it arrives."""
+
+from __future__ import annotations
+
+import io
+import os
+import select
+import subprocess
+import sys
+
+import pytest
+
+from attnmt.errors import UserError
+from attnmt.interactive import in_groups, is_live, live_lines
+from tests.test_cli import assert_user_error, run
+
+LINES = ["a b c", "d e", "", "c a b d", "e"]
+
+
+def batch_output(capsys, model, tmp_path, *args):
+    source = tmp_path / "batch.txt"
+    source.write_text("".join(line + "\n" for line in LINES), encoding="utf-8")
+    code, out, err = run(capsys, "translate", "--model", str(model), "--input", str(source), "--beam", "2", *args)
+    assert code == 0, err
+    return out.splitlines()
+
+
+def test_a_pipe_gets_each_translation_before_it_sends_the_next_line(capsys, tiny_model, tmp_path):
+    expected = batch_output(capsys, tiny_model, tmp_path)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # stdout block-buffered, as usual
+    proc = subprocess.Popen([sys.executable, "-m", "attnmt", "translate", "--model", str(tiny_model), "--beam", "2"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    try:
+        for line, translation in zip(LINES, expected):
+            proc.stdin.write(line.encode("utf-8") + b"\n")
+            proc.stdin.flush()
+            # the pipe stays open: only a flushed answer can arrive (the timeout guards against a hang)
+            assert select.select([proc.stdout], [], [], 120)[0], f"no answer to {line!r} while stdin is open"
+            assert proc.stdout.readline().decode("utf-8").rstrip("\n") == translation
+        proc.stdin.close()  # Ctrl-D
+        assert proc.wait(timeout=120) == 0
+        assert proc.stdout.read() == b"" and b"Traceback" not in proc.stderr.read()
+    finally:
+        proc.kill() if proc.poll() is None else None
+
+
+def test_groups_are_handled_as_soon_as_their_last_line_is_read():
+    events = []
+
+    def lines():
+        for i in range(5):
+            events.append(f"read {i}")
+            yield str(i)
+
+    assert in_groups(lines(), 2, lambda group, first: events.append(f"handle {first}:{group}")) == 5
+    assert events == ["read 0", "read 1", "handle 0:['0', '1']", "read 2", "read 3", "handle 2:['2', '3']", "read 4",
+                      "handle 4:['4']"]
+    with pytest.raises(UserError, match="buffer=0"):
+        in_groups(iter(LINES), 0, lambda group, first: None)
+
+
+@pytest.mark.parametrize("buffer", ["1", "2", "4"])
+def test_buffer_gives_the_batch_translations_and_n_best_numbering(capsys, tiny_model, tmp_path, monkeypatch, buffer):
+    expected = batch_output(capsys, tiny_model, tmp_path, "--n-best", "2")
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO("".join(l + "\n" for l in LINES).encode())))
+    code, out, err = run(capsys, "translate", "--model", str(tiny_model), "--beam", "2", "--n-best", "2",
+                         "--buffer", buffer)
+    assert code == 0, err
+    assert out.splitlines() == expected
+
+
+def test_live_lines_are_checked_like_a_file():
+    assert list(live_lines(io.BytesIO(b"\xef\xbb\xbfone\r\ntwo\x01\nthree"))) == ["one", "two ", "three"]
+    with pytest.raises(UserError, match=r"<stdin>:2 is not valid UTF-8 \(byte 0xff at byte column 3\)"):
+        list(live_lines(io.BytesIO(b"ok\nab\xff\n")))
+    with pytest.raises(UserError, match="<stdin>:3 looks binary"):
+        list(live_lines(io.BytesIO(b"a\nb\nc\x00\n")))
+    with pytest.raises(UserError, match="gzip"):
+        list(live_lines(io.BytesIO(b"\x1f\x8b\x08\x00")))
+
+
+def test_a_regular_file_is_not_live(tmp_path):
+    path = tmp_path / "f.txt"
+    path.write_text("x\n", encoding="utf-8")
+    with path.open("rb") as f:
+        assert not is_live(f)
+    assert not is_live(io.BytesIO(b""))
+
+
+def test_bad_buffer(capsys, tiny_model, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"a b\n")))
+    code, _, err = run(capsys, "translate", "--model", str(tiny_model), "--buffer", "0")
+    assert_user_error(code, err, "buffer=0")
