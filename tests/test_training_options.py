@@ -209,3 +209,40 @@ def test_early_stopping_on_bleu_or_chrf(tiny_corpus, tmp_path, monkeypatch, metr
     result = train(config, tmp_path / "m", quiet=True)
     assert (result.state.step, result.state.stop_reason) == (stop_step, "early_stopping")
     assert load_checkpoint(tmp_path / "m" / "checkpoints" / "best.pt")["train_state"]["step"] == best_step
+
+
+def test_two_processes_accumulating_2_batches_each_equal_one_process_over_all_4(tiny_corpus, tmp_path):
+    """torchrun: the inner batches are not all-reduced (no_sync), the last one is; the result is one batch of 4."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    from attnmt.config import config_to_dict
+
+    steps = 2
+    config = tiny_config(tiny_corpus, max_steps=steps, valid_every=100, valid_bleu_sample=0, accum_steps=2,
+                         log_every=1)
+    config.model.dropout = 0.0
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config_to_dict(config)), encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
+                           "29534", "-m", "attnmt", "train", str(path), "--model-dir", str(tmp_path / "ddp")],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    trained = load_checkpoint(tmp_path / "ddp" / "checkpoints" / "last.pt")
+    assert trained["train_state"]["batch_in_epoch"] == 4 * steps
+
+    src, tgt, data = data_of(config, tmp_path / "ddp")
+    batches = make_batches(data, config, shuffle=True, epoch=0)
+    model = initial_model(config, src, tgt)
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.train.lr)
+    for k in range(steps):
+        batch = batch_of(data, sum(batches[4 * k:4 * k + 4], []), CPU)
+        loss = nll_loss(model(batch.src, batch.src_len, batch.tgt_in)[0], batch.tgt_out) / batch.n_tgt_tokens
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), config.train.clip_grad_norm)
+        optimizer.step()
+    for name, tensor in model.state_dict().items():
+        torch.testing.assert_close(trained["model"][name], tensor, atol=1e-5, rtol=1e-4, msg=name)
