@@ -198,10 +198,11 @@ def align(ws: Workspace, *extra: str) -> list[str]:
     return ["align", "--src", str(ws.corpus / "test.src"), "--tgt", str(ws.corpus / "test.tgt"), *extra]
 
 
-def swap_lines(text: str, i: int, j: int) -> str:
-    lines = text.splitlines(keepends=True)
-    lines[i], lines[j] = lines[j], lines[i]
-    return "".join(lines)
+def swapped_target_words(m: Path) -> None:
+    """Target ids 4 and 5 exchanged: the same shapes, another vocabulary."""
+    lines = (m / "tgt.vocab").read_text(encoding="utf-8").splitlines(keepends=True)
+    lines[4], lines[5] = lines[5], lines[4]
+    (m / "tgt.vocab").write_text("".join(lines), encoding="utf-8")
 
 
 def long_line(ws: Workspace, n: int = 600) -> Path:
@@ -331,7 +332,8 @@ CASES: list[Case] = [
          lambda ws: translate(ws.model, ws.file("weird.txt", WEIRD)), code=0, summary=lines_in_out),
     Case("translate", "empty input", lambda ws: translate(ws.model, ws.file("empty.txt", "")), code=0,
          summary=lambda ws, out: lines_in_out(ws, out, "")),
-    Case("translate", "`--sample --top-p 1.5`", lambda ws: translate(ws.model, in_txt(ws), "--sample", "--top-p", "1.5")),
+    Case("translate", "`--sample --top-p 1.5`",
+         lambda ws: translate(ws.model, in_txt(ws), "--sample", "--top-p", "1.5")),
     Case("translate", "`--sample --temperature 0`",
          lambda ws: translate(ws.model, in_txt(ws), "--sample", "--temperature", "0")),
     Case("translate", "`--sample --top-k -1`", lambda ws: translate(ws.model, in_txt(ws), "--sample", "--top-k", "-1")),
@@ -343,7 +345,8 @@ CASES: list[Case] = [
     Case("config", "`train.optimizer: adamax`", lambda ws: ["train", str(ws.config("train:\n  optimizer: adamax\n"))]),
     Case("config", "`train.weight_decay: -0.1`",
          lambda ws: ["train", str(ws.config("train:\n  optimizer: adamw\n  weight_decay: -0.1\n"))]),
-    Case("config", "`train.momentum: 0.9` with Adam", lambda ws: ["train", str(ws.config("train:\n  momentum: 0.9\n"))]),
+    Case("config", "`train.momentum: 0.9` with Adam",
+         lambda ws: ["train", str(ws.config("train:\n  momentum: 0.9\n"))]),
     Case("config", "`train.momentum: 1.5`",
          lambda ws: ["train", str(ws.config("train:\n  optimizer: sgd\n  momentum: 1.5\n"))]),
     Case("config", "`train.accum_steps: 0`", lambda ws: ["train", str(ws.config("train:\n  accum_steps: 0\n"))]),
@@ -360,9 +363,8 @@ CASES: list[Case] = [
          lambda ws: ["translate", "--model", str(ws.model), "--buffer", "1"], stdin=b"a b\nc \xff d\n"),
     Case("ensemble", "one of the `--model` folders is missing",
          lambda ws: translate(ws.model, in_txt(ws), "--model", str(ws.root / "missing"))),
-    Case("ensemble", "models with different target vocabularies", lambda ws: translate(ws.model, in_txt(ws), "--model", str(
-        ws.model_with(lambda m: (m / "tgt.vocab").write_text(swap_lines((m / "tgt.vocab").read_text("utf-8"), 4, 5),
-                                                             encoding="utf-8"))))),
+    Case("ensemble", "models with different target vocabularies",
+         lambda ws: translate(ws.model, in_txt(ws), "--model", str(ws.model_with(swapped_target_words)))),
     Case("ensemble", "`--ensemble-weights` count differs from the models'",
          lambda ws: translate(ws.model, in_txt(ws), "--model", str(ws.model), "--ensemble-weights", "1")),
     Case("ensemble", "`--alignments` with two models",

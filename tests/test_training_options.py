@@ -46,8 +46,10 @@ def test_accumulated_gradient_of_two_batches_is_that_of_one_batch_of_both(tiny_m
 
     def grads(batches):
         model.zero_grad(set_to_none=True)
-        step = accumulate_gradients(model, [batch_of(data, b, CPU) for b in batches],
-                                    lambda b: (nll_loss(model(b.src, b.src_len, b.tgt_in)[0], b.tgt_out), None), World())
+        def loss_fn(b):
+            return nll_loss(model(b.src, b.src_len, b.tgt_in)[0], b.tgt_out), None
+
+        step = accumulate_gradients(model, [batch_of(data, b, CPU) for b in batches], loss_fn, World())
         return step, {n: p.grad.clone() for n, p in model.named_parameters()}
 
     two, accumulated = grads([first, second])
