@@ -307,11 +307,13 @@ class EvaluationReport:
     seconds: float
     ter: float | None = None  # corpus TER (corpus_ter), lower is better
     ter_signature: str = ""
+    sampling: str | None = None  # how the translations were sampled (attnmt.sampling.Sampling), if they were
 
     def render(self) -> str:
         ter = [] if self.ter is None else [f"TER  = {self.ter:.2f}   ({self.ter_signature})"]
+        search = f"beam: {self.beam}" if self.sampling is None else f"sampled: {self.sampling}"
         return "\n".join([
-            f"sentences: {self.n_sentences}   beam: {self.beam}   decoding: {self.seconds:.1f} s",
+            f"sentences: {self.n_sentences}   {search}   decoding: {self.seconds:.1f} s",
             f"BLEU = {self.scores.bleu:.2f}   ({self.scores.bleu_signature})",
             f"chrF = {self.scores.chrf:.2f}   ({self.scores.chrf_signature})",
             *ter,
@@ -356,4 +358,5 @@ def evaluate_translator(translator, src_path, ref_path, beam: int | None = None,
         beam=translator.config.decode.beam if beam is None else beam,
         seconds=seconds,
         **dict(zip(("ter", "ter_signature"), corpus_ter(hypotheses, references, lowercase=lowercase))),
+        sampling=None if options.get("sampling") is None else str(options["sampling"]),
     )

@@ -89,3 +89,10 @@ def test_ter_counts_edits_and_shifts_per_reference_word():
 def test_bad_decoding_options(capsys, tiny_model, source, args, fragment):
     code, _, err = run(capsys, "translate", "--model", str(tiny_model), "--input", str(source), *args)
     assert_user_error(code, err, fragment)
+
+
+def test_evaluate_with_sampling_says_so(capsys, tiny_model, tiny_corpus):
+    code, out, err = run(capsys, "evaluate", "--model", str(tiny_model), "--src", str(tiny_corpus / "test.src"),
+                         "--ref", str(tiny_corpus / "test.tgt"), "--tokenize", "none", "--sample", "--top-k", "3")
+    assert code == 0, err
+    assert "sampled: Sampling(top_k=3, top_p=1.0, temperature=1.0, seed=0)" in out.splitlines()[0]
