@@ -97,3 +97,29 @@ def test_models_with_different_vocabularies_are_refused(capsys, tiny_model, tmp_
 def test_bad_weights():
     with pytest.raises(UserError, match="positive"):
         Ensemble([TinyAttnModel(), TinyAttnModel()], weights=[1.0, 0.0])
+
+
+def test_a_mix_of_model_types_decodes_with_the_members_mean_log_prob(tiny_model, tiny_corpus, tmp_path):
+    from tests.conftest import tiny_config
+    from attnmt.train import train
+
+    dirs = [tiny_model]
+    for kind in ("transformer", "seq2seq"):  # the same corpus and word tokenizer: the same vocabularies
+        train(tiny_config(tiny_corpus, kind, max_steps=20, valid_every=20, valid_bleu_sample=0), tmp_path / kind,
+              quiet=True)
+        dirs.append(tmp_path / kind)
+    sentences = (tiny_corpus / "test.src").read_text(encoding="utf-8").splitlines()[:6]
+    ensemble = load_ensemble(dirs)
+    members = [attnmt.load(d).model for d in dirs]
+    for tr in ensemble.translate(sentences, beam=3, n_best=3, length_penalty=0.0):
+        src = torch.tensor([ensemble.src.ids(tr.source)])
+        for option in tr.n_best:
+            tgt = ensemble.tgt.vocab.encode(option.tgt_tokens)
+            total = 0.0
+            with torch.no_grad():
+                for m in members:  # teacher forcing: the log prob each member gives the ensemble's output
+                    logits, _ = m(src, torch.tensor([src.size(1)]), torch.tensor([[BOS_ID, *tgt]]))
+                    logp = torch.log_softmax(logits[0].float(), dim=-1)
+                    total += sum(float(logp[i, w]) for i, w in enumerate([*tgt, EOS_ID])) / len(members)
+            assert option.score == pytest.approx(total, abs=1e-3)
+        assert tr.attention.shape == (len(tr.tgt_tokens) + 1, len(tr.src_tokens))  # the two attentive members'
