@@ -40,15 +40,18 @@ def step_distribution(log_probs: dict[int, float], t: float, k: int, p: float) -
     return {tok: math.exp(scaled[tok]) / z for tok in kept}
 
 
-def sequence_distribution(table, max_len: int, t: float, k: int, p: float) -> dict[tuple, float]:
-    """Probability of every output sequence (EOS forced at max_len; PAD/BOS never drawn)."""
+def sequence_distribution(table, max_len: int, t: float, k: int, p: float, min_len: int = 0,
+                          n: int = 0) -> dict[tuple, float]:
+    """Probability of every output sequence (EOS forced at max_len, banned before min_len; no repeated n-gram;
+    PAD/BOS never drawn)."""
     last = table.size(1) - 1
     result = {}
     for length in range(max_len + 1):
         for seq in itertools.product(ALLOWED, repeat=length):
             prob, prev = 1.0, BOS_ID
             for step, tok in enumerate(list(seq) + [EOS_ID]):
-                options = [EOS_ID] if step == max_len else [EOS_ID, *ALLOWED]
+                options = [EOS_ID] if step == max_len else [EOS_ID] * (step >= min_len) + [
+                    o for o in ALLOWED if not repeats(list(seq[:step]) + [o], n)]
                 dist = step_distribution({o: float(table[0, min(step, last), prev, o]) for o in options}, t, k, p)
                 prob *= dist.get(tok, 0.0)
                 prev = tok
@@ -57,15 +60,17 @@ def sequence_distribution(table, max_len: int, t: float, k: int, p: float) -> di
     return result
 
 
-@pytest.mark.parametrize("t, k, p", [(1.0, 0, 1.0), (0.6, 2, 1.0), (1.5, 0, 0.7), (2.0, 3, 0.8)])
-def test_samples_follow_the_tempered_truncated_distribution(t, k, p):
-    table = random_table(keys=1, steps=3, seed=4)
+@pytest.mark.parametrize("t, k, p, min_len, ngram", [(1.0, 0, 1.0, 0, 0), (0.6, 2, 1.0, 0, 0), (1.5, 0, 0.7, 0, 0),
+                                                    (2.0, 3, 0.8, 0, 0), (1.3, 0, 1.0, 2, 1), (1.0, 2, 0.9, 1, 2)])
+def test_samples_follow_the_tempered_truncated_distribution(t, k, p, min_len, ngram):
+    table = random_table(keys=1, steps=4, seed=4)
     n = 20000
-    hyps = sample_search(TableModel(table), torch.tensor([[0, 0]]), torch.tensor([2]), n_samples=n,
-                         sampling=Sampling(top_k=k, top_p=p, temperature=t, seed=1), max_len_a=1.0, max_len_b=0)[0]
+    hyps = sample_search(TableModel(table), torch.tensor([[0, 0, 0]]), torch.tensor([3]), n_samples=n,
+                         sampling=Sampling(top_k=k, top_p=p, temperature=t, seed=1), max_len_a=1.0, max_len_b=0,
+                         min_len=min_len, no_repeat_ngram=ngram)[0]
     assert len(hyps) == n
     counts = Counter(tuple(h.tokens) for h in hyps)
-    expected = sequence_distribution(table, 2, t, k, p)
+    expected = sequence_distribution(table, 3, t, k, p, min_len, ngram)
     assert set(counts) <= set(expected)  # nothing outside the cut
     for seq, prob in expected.items():
         assert counts[seq] / n == pytest.approx(prob, abs=0.015), seq  # 4 standard deviations at most
