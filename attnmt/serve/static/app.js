@@ -187,14 +187,6 @@ function render(result) {
 
 // -------------------------------------------------------------------------------- word alignment
 
-function word(text, side, index) {
-  const span = document.createElement("span");
-  span.className = "tok";
-  span.textContent = text;
-  span.dataset[side] = String(index);
-  return span;
-}
-
 function drawAlignment(tr) {
   const box = $("alignment-box");
   box.hidden = !tr.alignment;
@@ -202,8 +194,8 @@ function drawAlignment(tr) {
   const src = tr.source.split(/\s+/).filter(Boolean);
   const tgt = tr.text.split(/\s+/).filter(Boolean);
   $("align-name").textContent = $("align-method").value;
-  $("src-words").replaceChildren(...src.map((w, i) => word(w, "sw", i)));
-  $("tgt-words").replaceChildren(...tgt.map((w, j) => word(w, "tw", j)));
+  $("src-words").replaceChildren(...src.map((w, i) => token(w, "sw", i)));
+  $("tgt-words").replaceChildren(...tgt.map((w, j) => token(w, "tw", j)));
   $("links").textContent = tr.alignment.map(([i, j]) => `${src[i]}\u2013${tgt[j]}`).join("  \u00b7  ");
   state.links = tr.alignment;
 }
