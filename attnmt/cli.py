@@ -384,7 +384,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print word links after each translation: 'text ||| 0-0 1-2 ...' (0-based source-output "
                         "word positions, as Marian's --alignment; with --n-best, on the best hypothesis)")
     _add_alignment_args(p, method_flag="--align-method")
-    p.add_argument("--reverse-model", help="--alignments: a model of the other direction, to symmetrize with")
+    p.add_argument("--reverse-model", help="--alignments: a model of the other direction, to symmetrize with "
+                                           "(--symmetrize; default intersection)")
     p.add_argument("--overwrite", action="store_true")
     p.set_defaults(func=cmd_translate)
 
