@@ -1,0 +1,108 @@
+"""From the config's data section to encoded training and validation data, and its batches.
+
+`load_data` reads the corpora (files, a TSV or the synthetic language), holds out validation and
+test pairs when asked, builds or reloads the tokenizers and encodes every pair; `make_batches`
+cuts the encoded data into length-bucketed batches (by tokens or by sentences) for one epoch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from attnmt.config import Config
+from attnmt.data.augment import add_unpunctuated
+from attnmt.data.batching import Batch, batch_by_sentences, collate, token_batches
+from attnmt.data.dataset import (
+    ParallelData,
+    build_processors,
+    encode_pairs,
+    load_processors,
+    read_split,
+    synthetic_splits,
+)
+from attnmt.data.split import split_held_out
+from attnmt.distributed import World
+from attnmt.errors import UserError
+from attnmt.guidance import load_guidance
+
+
+def load_data(config: Config, model_dir: Path, resume: bool, log, world: World | None = None):
+    """Read the corpora, build (or reload) the text processors and encode everything.
+
+    `log` is the run's `RunLog` (its `event` method records what was read and dropped).
+    """
+    world = world or World()
+    cfg = config.data
+    if cfg.synthetic:
+        splits = synthetic_splits(cfg, seed=config.train.seed)
+        train_pairs, valid_pairs = splits["train"], splits["valid"]
+    else:
+        train_pairs = corpus = read_split(cfg, "train")
+        if train_pairs is None:
+            raise UserError("config: no training data; set data.train_src and data.train_tgt, data.train_tsv, "
+                            "or data.synthetic: true")
+        valid_pairs = read_split(cfg, "valid")
+        if cfg.valid_size or cfg.test_size:  # held out of the training corpus, whole groups (data/split.py)
+            train_pairs, held_valid, test_pairs = split_held_out(train_pairs, cfg.valid_size, cfg.test_size,
+                                                                 config.train.seed)
+            valid_pairs = held_valid if cfg.valid_size else valid_pairs
+            log.event("data", split="held_out", valid=len(held_valid), test=len(test_pairs), seed=config.train.seed)
+            for name, held in (("valid", held_valid), ("test", test_pairs)):
+                if held and world.is_main:  # for `attnmt evaluate --src MODEL/test.src --ref MODEL/test.tgt`
+                    for side, k in (("src", 0), ("tgt", 1)):
+                        (model_dir / f"{name}.{side}").write_text("".join(p[k] + "\n" for p in held), encoding="utf-8")
+    if cfg.align_text_src is not None:
+        from attnmt.data.corpus import read_parallel
+
+        added = read_parallel(cfg.align_text_src, cfg.align_text_tgt)
+        train_pairs = train_pairs + added * cfg.align_text_copies
+        log.event("data", split="train", alignment_test_text=cfg.align_text_src, pairs=len(added),
+                  copies=cfg.align_text_copies)
+    if cfg.drop_final_punct:
+        before = len(train_pairs)
+        train_pairs = add_unpunctuated(train_pairs, cfg.drop_final_punct, config.train.seed)
+        log.event("data", split="train", augmented_without_final_punctuation=len(train_pairs) - before)
+    if resume:
+        src_proc, tgt_proc = load_processors(model_dir)
+    else:
+        # One process trains the tokenizers; the others read what it wrote.
+        if world.is_main:
+            src_proc, tgt_proc = build_processors(cfg, train_pairs, model_dir)
+        world.barrier()
+        if not world.is_main:
+            src_proc, tgt_proc = load_processors(model_dir)
+    train, stats = encode_pairs(train_pairs, src_proc, tgt_proc, cfg.max_len)
+    log.event("data", split="train", **stats)
+    guided = config.train.guided_alignment
+    if guided.links is not None:
+        if cfg.synthetic:
+            raise UserError("config: train.guided_alignment.links belong to a corpus file; the synthetic language "
+                            "has none: remove them or train on files")
+        train.guidance, gstats = load_guidance(guided.links, corpus, train.src_text, train.tgt_text, src_proc,
+                                               tgt_proc)
+        log.event("data", split="train", guided_alignment=guided.links, **gstats)
+    if len(train) == 0:
+        source = cfg.train_tsv or cfg.train_src or "the synthetic corpus"
+        raise UserError(f"{source}: no training pairs left ({stats['total']} read, {stats.get('empty', 0)} with an "
+                        f"empty side, {stats.get('too_long', 0)} longer than data.max_len={cfg.max_len}); check the "
+                        "corpus and data.max_len")
+    valid = None
+    if valid_pairs:
+        valid, vstats = encode_pairs(valid_pairs, src_proc, tgt_proc, None)
+        log.event("data", split="valid", **vstats)
+    return train, valid, src_proc, tgt_proc
+
+
+def make_batches(data: ParallelData, config: Config, shuffle: bool, epoch: int) -> list[list[int]]:
+    src_len = [len(s) for s in data.src_ids]
+    tgt_len = [len(t) for t in data.tgt_ids]
+    t = config.train
+    if t.batch_size:
+        return batch_by_sentences(src_len, tgt_len, t.batch_size, shuffle=shuffle, seed=t.seed, epoch=epoch)
+    return token_batches(src_len, tgt_len, t.batch_tokens, shuffle=shuffle, seed=t.seed, epoch=epoch)
+
+
+def batch_of(data: ParallelData, indices: list[int], device: torch.device) -> Batch:
+    return collate([(data.src_ids[i], data.tgt_ids[i]) for i in indices], indices).to(device)
