@@ -13,8 +13,16 @@ import yaml
 from attnmt.cli import main
 from attnmt.config import save_config
 from attnmt.errors import UserError
-from attnmt.study import (Multi30kLongData, _multi30k_long_splits, deep_merge, join_consecutive, load_study,
-                          run_study, seed_mean_interval, study_from_dict)
+from attnmt.study import (
+    Multi30kLongData,
+    deep_merge,
+    join_consecutive,
+    load_study,
+    run_study,
+    seed_mean_interval,
+    study_from_dict,
+)
+from attnmt.study.data import _multi30k_long_splits
 from tests.conftest import tiny_config
 
 REPO = Path(__file__).resolve().parents[1]

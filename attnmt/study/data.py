@@ -1,0 +1,157 @@
+"""The study's data: its splits written once into the output folder (synthetic or joined real pairs)."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from attnmt.errors import UserError
+from attnmt.study.spec import Multi30kLongData, Study, SyntheticData, resolve_path
+
+
+@dataclass
+class StudyData:
+    """The splits of a study, written to ``out/data``, and what the evaluation needs of the test split."""
+
+    directory: Path
+    test_src: list[str]
+    test_tgt: list[str]
+    test_gold: list[Any] | None  # GoldAlignment per test pair (synthetic data only)
+    summary: dict  # sizes and length ranges, for the report
+    fingerprint: str  # changes whenever any split changes
+    # Synthetic data only: for each test pair, a label per target word naming the category of the
+    # source word it translates, to show which kinds of words attention aligns well.
+    test_labels: list[list[str]] | None = None
+
+    @property
+    def test_lengths(self) -> list[int]:
+        return [len(s.split()) for s in self.test_src]
+
+
+def _write_split(directory: Path, split: str, pairs: list[tuple[str, str]]) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for side, k in (("src", 0), ("tgt", 1)):
+        (directory / f"{split}.{side}").write_text("".join(p[k] + "\n" for p in pairs), encoding="utf-8")
+
+
+def _length_summary(pairs: list[tuple[str, str]]) -> dict:
+    lengths = [len(s.split()) for s, _ in pairs]
+    return {"pairs": len(pairs), "min_words": min(lengths, default=0), "max_words": max(lengths, default=0),
+            "mean_words": round(float(np.mean(lengths)), 1) if lengths else 0.0}
+
+
+def prepare_data(study: Study, out: Path) -> StudyData:
+    """Generate or read the study's data and write train/valid/test files to ``out/data``."""
+    directory = out / "data"
+    labels = None
+    if study.data.synthetic is not None:
+        splits, gold, labels = _synthetic_splits(study.data.synthetic, directory)
+    else:
+        base_dir = Path(study.path or ".").parent
+        splits, gold = _multi30k_long_splits(study.data.multi30k_long, base_dir), None  # type: ignore[arg-type]
+    for split, pairs in splits.items():
+        _write_split(directory, split, pairs)
+    digest = hashlib.sha256()
+    for split in ("train", "valid", "test"):
+        for s, t in splits[split]:
+            digest.update(f"{s}\t{t}\n".encode())
+    summary = {split: _length_summary(pairs) for split, pairs in splits.items()}
+    return StudyData(directory, [s for s, _ in splits["test"]], [t for _, t in splits["test"]], gold, summary,
+                     digest.hexdigest()[:12], labels)
+
+
+def _synthetic_splits(cfg: SyntheticData, directory: Path):
+    from attnmt.align import GoldAlignment
+    from attnmt.data.synthetic import SyntheticLanguage, make_splits, write_corpus
+
+    language = SyntheticLanguage(seed=cfg.seed)
+    splits = make_splits(cfg.train, cfg.valid, cfg.test, cfg.min_len, cfg.max_len, seed=cfg.seed, language=language)
+    if cfg.short_train:
+        # Another sentence stream of the same language; drop what valid or test hold, so they stay unseen.
+        held_out = {tuple(p.src) for split in ("valid", "test") for p in splits[split]}
+        extra = make_splits(cfg.short_train, 0, 0, cfg.min_len, cfg.short_max_len, seed=cfg.seed + 7919,
+                            language=language)["train"]
+        train = splits["train"] + [p for p in extra if tuple(p.src) not in held_out]
+        random.Random(cfg.seed).shuffle(train)
+        splits["train"] = train
+    write_corpus(splits["test"], directory, "test")  # also writes test.align (1-based gold links)
+    pairs = {name: [(" ".join(p.src), " ".join(p.tgt)) for p in ps] for name, ps in splits.items()}
+    # The synthetic language has one link per target word: every gold link is sure.
+    gold = [GoldAlignment(frozenset(p.alignment), frozenset(p.alignment)) for p in splits["test"]]
+    return pairs, gold, [target_word_labels(p, language) for p in splits["test"]]
+
+
+def target_word_labels(pair, language) -> list[str]:
+    """Per target word: the category of the source word it translates, with "(2nd word)" for the
+    second word of a two-word translation (a noun's classifier, a verb's auxiliary)."""
+    source_of = dict((j, i) for i, j in pair.alignment)
+    labels = []
+    for j in range(len(pair.tgt)):
+        i = source_of[j]
+        category = language.category[pair.src[i]]
+        label = category.replace("_", " ")
+        if j > 0 and source_of.get(j - 1) == i:
+            label += " (2nd word)"
+        elif category == "noun":
+            start = i - 1  # the noun phrase's first word: skip the adjectives back to the determiner
+            while start > 0 and language.category[pair.src[start]] == "adjective":
+                start -= 1
+            if not language.lexicon[pair.src[start]]:
+                label += " (article untranslated)"
+        labels.append(label)
+    return labels
+
+
+def _multi30k_file(directory: Path, split: str, lang: str) -> Path:
+    for name in (f"{split}.{lang}.gz", f"{split}.{lang}"):
+        if (directory / name).is_file():
+            return directory / name
+    raise UserError(f"multi30k: no {split}.{lang}.gz (or {split}.{lang}) in {directory}; point data.multi30k_long.dir "
+                    "at a folder with the official raw files (`attnmt data multi30k DEST` fetches them)")
+
+
+def join_consecutive(pairs: list[tuple[str, str]], min_join: int, max_join: int,
+                     rng: random.Random) -> list[tuple[str, str]]:
+    """Cut ``pairs`` into runs of ``min_join``..``max_join`` consecutive pairs (lengths drawn from
+    ``rng``) and join each run: sources with sources, targets with targets, in order. A last run
+    shorter than ``min_join`` is dropped."""
+    joined, i = [], 0
+    while i + min_join <= len(pairs):
+        run = pairs[i: i + rng.randint(min_join, max_join)]
+        joined.append((" ".join(s for s, _ in run), " ".join(t for _, t in run)))
+        i += len(run)
+    return joined
+
+
+def _multi30k_long_splits(cfg: Multi30kLongData, base_dir: Path) -> dict[str, list[tuple[str, str]]]:
+    from attnmt.data.corpus import read_parallel
+
+    directory = resolve_path(cfg.dir, base_dir)
+    if not directory.is_dir():
+        raise UserError(f"multi30k: folder not found: {directory}; set data.multi30k_long.dir (relative to the "
+                        "study file) to the folder with the raw files")
+
+    def read(split: str) -> list[tuple[str, str]]:
+        return read_parallel(_multi30k_file(directory, split, cfg.src_lang),
+                             _multi30k_file(directory, split, cfg.tgt_lang))
+
+    def joined(split_pairs, salt: str) -> list[tuple[str, str]]:
+        return join_consecutive(split_pairs, cfg.min_join, cfg.max_join, random.Random(f"{cfg.seed}:{salt}"))
+
+    train_pairs = read("train")
+    singles = train_pairs[: cfg.train_single] if cfg.train_single is not None else train_pairs
+    long_train = joined(train_pairs, "train")
+    if cfg.train_joined is not None:
+        long_train = long_train[: cfg.train_joined]
+    train = singles + long_train
+    random.Random(f"{cfg.seed}:shuffle").shuffle(train)
+    return {"train": train, "valid": joined(read("val"), "valid")[: cfg.valid],
+            "test": joined(read(cfg.test_split), "test")}
+
+
+# ================================================================ runs: training

@@ -1,0 +1,155 @@
+"""The study report: findings and one self-contained HTML page."""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+from pathlib import Path
+
+from attnmt.study.spec import Study
+
+
+def _png(path: Path) -> str:
+    return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+
+
+def _f(x: float | None, digits: int = 1) -> str:
+    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _bleu_cell(r: dict) -> str:
+    ci = f" <span class=ci>[{_f(r['ci_low'])}, {_f(r['ci_high'])}]</span>" if r.get("ci_low") is not None else ""
+    spread = f" <span class=sp>({_f(r['min'])}–{_f(r['max'])})</span>" if len(r["values"]) > 1 else ""
+    return f"<b>{_f(r['mean'])}</b>{ci}{spread}"
+
+
+def findings(models: dict[str, dict], diagonal: dict[str, dict]) -> list[str]:
+    """Plain sentences that state what the numbers show (computed, not written by hand)."""
+    lines = []
+    for name, m in models.items():
+        rows = m["buckets"]
+        if len(rows) >= 2:
+            first, last = rows[0], rows[-1]
+            ratio = last["mean"] / first["mean"] if first["mean"] > 0 else float("nan")
+            separated = (first["ci_low"] is not None and last["ci_high"] is not None
+                         and last["ci_high"] < first["ci_low"])
+            lines.append(f"{name}: BLEU {first['mean']:.1f} on {first['lo']}-{first['hi'] - 1} words, "
+                         f"{last['mean']:.1f} on {last['lo']}-{last['hi'] - 1} words "
+                         f"({ratio:.0%} of the shortest bucket"
+                         f"{'; the intervals do not overlap' if separated else ''}).")
+    seq2seq = {m["reverse_source"]: (name, m) for name, m in models.items() if m["model_type"] == "seq2seq"}
+    if True in seq2seq and False in seq2seq:
+        (fwd, f), (rev, r) = seq2seq[False], seq2seq[True]
+        lines.append(f"Reversing the source ({fwd} -> {rev}): test perplexity {f['perplexity']['mean']:.2f} -> "
+                     f"{r['perplexity']['mean']:.2f}, BLEU {f['bleu']['mean']:.1f} -> {r['bleu']['mean']:.1f}.")
+    for gold_name, base in diagonal.items():
+        for name, m in models.items():
+            if gold_name in m["alignment"]:
+                aer = m["alignment"][gold_name]["argmax"]["aer"]
+                lines.append(f"{name} on {gold_name}: AER {aer['mean']:.3f} (seeds {aer['min']:.3f}-{aer['max']:.3f}); "
+                             f"the diagonal: {base['aer']:.3f}.")
+    return lines
+
+
+def render_html(study: Study, result: dict, figures: dict[str, Path], heatmaps: list[dict], figure_dir: Path) -> str:
+    """The self-contained report page."""
+    models = result["models"]
+    ci = f"{study.evaluation.confidence:.0%}"
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'>",
+        f"<title>attnmt study: {html.escape(study.name)}</title><style>",
+        "body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;line-height:1.4}",
+        "table{border-collapse:collapse;margin:1em 0;font-size:90%}td,th{border:1px solid #ccc;padding:3px 8px;"
+        "text-align:right}th{background:#f3f3f3}td:first-child{text-align:left}.ci{color:#555}.sp{color:#999}"
+        "img{max-width:100%;border:1px solid #eee}code{background:#f6f6f6;padding:1px 3px}",
+        "</style></head><body>",
+        f"<h1>attnmt study: {html.escape(study.name)}</h1>",
+        f"<p>{html.escape(study.description)}</p>" if study.description else "",
+        f"<p>Command: <code>{html.escape(result['command'])}</code>. Study config: "
+        f"<code>{html.escape(str(study.path))}</code>. Total time {result['seconds']:.0f} s "
+        f"(training and evaluation {result['timing']['train_and_evaluate_seconds']:.0f} s, "
+        f"{result['timing']['jobs']} parallel job(s); {result['timing']['cpu_seconds_this_time']:.0f} CPU seconds "
+        "this time, less when trained models were reused).</p>",
+        "<p>Data: " + html.escape(", ".join(
+            f"{split} {s['pairs']} pairs, {s['min_words']}-{s['max_words']} source words (mean {s['mean_words']})"
+            for split, s in result["data"].items() if isinstance(s, dict) and "pairs" in s)) + ".</p>",
+        "<h2>Summary</h2><ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in result["findings"]) + "</ul>",
+        "<h2>1. BLEU by source length</h2>",
+        f"<p>Each cell: the mean over seeds, in brackets its {ci} bootstrap interval "
+        f"({study.evaluation.bootstrap} resamples of the bucket's sentences, the same for every seed), in "
+        "parentheses the lowest and highest seed. Thin lines in the figure are single seeds. "
+        f"Decoding: beam {study.evaluation.beam}; sacreBLEU tokenize={html.escape(study.evaluation.bleu_tokenize)}.</p>",
+        f"<img src='{_png(figures['bleu_by_length'])}' alt='BLEU by source length'>",
+    ]
+    edges = sorted({(r["lo"], r["hi"], r["n"]) for m in models.values() for r in m["buckets"]})
+    rows = []
+    for lo, hi, n in edges:
+        row = [f"{lo}-{hi - 1}", str(n)]
+        for m in models.values():
+            r = next((r for r in m["buckets"] if r["lo"] == lo), None)
+            row.append(_bleu_cell(r) if r else "–")
+        rows.append(row)
+    rows.append(["all", str(sum(n for _, _, n in edges)), *(_bleu_cell(m["bleu"]) for m in models.values())])
+    parts.append(_table(["source words", "n", *models], rows))
+
+    parts.append("<h2>2. Perplexity, BLEU and the reversed source</h2>")
+    parts.append("<p>Test perplexity under teacher forcing (per target token, mean ± standard deviation over seeds) "
+                 "and corpus BLEU. <code>reverse_source</code> feeds a seq2seq encoder the source backwards "
+                 "(Sutskever et al. 2014), which puts the first source words next to the first target words.</p>")
+    rows = []
+    for name, m in models.items():
+        rows.append([html.escape(name), m["model_type"], "yes" if m["reverse_source"] and m["model_type"] == "seq2seq"
+                     else "no", f"{_f(m['perplexity']['mean'], 2)} ± {_f(m['perplexity']['std'], 2)}",
+                     _bleu_cell(m["bleu"]), f"{_f(m['chrf']['mean'])}",
+                     _f(m["training"].get("steps", {}).get("mean"), 0),
+                     _f(m["training"].get("train_seconds", {}).get("mean"), 0)])
+    parts.append(_table(["model", "type", "reversed", "test perplexity", "BLEU", "chrF", "steps", "train s"], rows))
+    parts.append(f"<img src='{_png(figures['accuracy_by_position'])}' alt='accuracy by target position'>")
+    parts.append("<p>Next-token accuracy by target position (teacher forcing; band: lowest to highest seed).</p>")
+
+    parts.append("<h2>3. Attention as word alignment</h2>")
+    parts.append("<p>Links read off the teacher-forced attention, merged to words (source pieces summed, target "
+                 "pieces averaged): <i>argmax</i> links each target word to its most attended source word, "
+                 f"<i>threshold</i> keeps every weight ≥ {study.alignment.threshold}. AER = 1 − (|A∩S| + |A∩P|) / "
+                 "(|A| + |S|); lower is better. The diagonal baseline needs no model.</p>")
+    rows = []
+    for gold_name, base in result["diagonal"].items():
+        rows.append([html.escape(gold_name), "diagonal (no model)", "–", _f(base["aer"], 3), _f(base["precision"], 3),
+                     _f(base["recall"], 3)])
+        for name, m in models.items():
+            for method, s in m["alignment"].get(gold_name, {}).items():
+                rows.append([html.escape(gold_name), html.escape(name), method,
+                             f"{_f(s['aer']['mean'], 3)} ({_f(s['aer']['min'], 3)}–{_f(s['aer']['max'], 3)})",
+                             _f(s["precision"]["mean"], 3), _f(s["recall"]["mean"], 3)])
+    if rows:
+        parts.append(_table(["gold set", "model", "links", "AER (seed range)", "precision", "recall"], rows))
+    for name, m in models.items():
+        if m["alignment_by_category"]:
+            parts.append(f"<p>{html.escape(name)}: share of target words whose argmax link is the gold link, by the "
+                         "kind of source word they translate (mean over seeds).</p>")
+            parts.append(_table(["target words translating a", "n", "argmax = gold"],
+                                [[html.escape(label), str(v["n"]), f"{100 * v['mean']:.1f}%"]
+                                 for label, v in m["alignment_by_category"].items()]))
+    for h in heatmaps:
+        aer = f"; AER of this sentence (argmax) {h['aer']:.3f}" if "aer" in h else ""
+        parts.append(f"<h3>{html.escape(h['model'])}, test sentence {h['sentence']} ({h['source_words']} words)</h3>"
+                     f"<p>Rows: target words of the reference; columns: source words; white = weight 1{aer}.</p>"
+                     f"<img src='{_png(figure_dir / h['file'])}' alt='attention heatmap'>")
+
+    parts.append("<h2>4. Runs</h2>")
+    rows = [[html.escape(r["label"]), r["action"], _f(r.get("steps"), 0), _f(r.get("train_seconds"), 0),
+             html.escape(str(r.get("stop_reason", ""))), _f(r["bleu"]), _f(r["perplexity"], 2),
+             html.escape(r["model_dir"])] for r in result["runs"]]
+    parts.append(_table(["run", "this time", "steps", "train s", "stopped by", "BLEU", "perplexity", "folder"], rows))
+    parts.append("<p>Every number of this page is in results.json next to it.</p></body></html>")
+    return "\n".join(parts)
+
+
+# ================================================================ the study command

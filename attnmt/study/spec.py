@@ -1,0 +1,301 @@
+"""The study config: a YAML file of data, models, seeds, evaluation, heatmaps and alignment sets."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import yaml
+
+from attnmt.config import _build, _check_range, _coerce, config_from_dict
+from attnmt.errors import UserError
+
+
+@dataclass
+class SyntheticData:
+    """The built-in synthetic language (attnmt.data.synthetic), with gold alignments."""
+
+    train: int = 20000  # training pairs, source lengths uniform in [min_len, max_len]
+    valid: int = 300  # validation and test pairs, lengths likewise uniform
+    test: int = 600
+    min_len: int = 4
+    max_len: int = 80
+    # Extra training pairs of min_len..short_max_len words. Short sentences are where attention first
+    # learns to find the word to translate, and they cost little: mixing them in speeds training up a lot.
+    short_train: int = 0
+    short_max_len: int = 20
+    seed: int = 1  # fixes the language (vocabulary, lexicon) and the sentences
+
+    def __post_init__(self) -> None:
+        for key in ("train", "valid", "test"):
+            _check_range(f"data.synthetic.{key}", getattr(self, key), 1, None)
+        _check_range("data.synthetic.short_train", self.short_train, 0, None)
+        _check_range("data.synthetic.min_len", self.min_len, 3, None)
+        _check_range("data.synthetic.max_len", self.max_len, self.min_len, None)
+        if self.short_train:
+            _check_range("data.synthetic.short_max_len", self.short_max_len, self.min_len, self.max_len)
+
+
+@dataclass
+class Multi30kLongData:
+    """Multi30k with long sentence pairs made by joining consecutive caption pairs.
+
+    Captions are short (about 13 words), so each split is cut into runs of ``min_join`` to
+    ``max_join`` consecutive pairs, and each run becomes one pair (sources joined with sources,
+    targets with targets, in order). Training uses the single pairs and the joined ones; the test
+    buckets are the joined test pairs.
+    """
+
+    dir: str = "../../shared/data/multi30k"  # the official raw files ({split}.{lang}[.gz]); relative to the study file
+    src_lang: str = "en"
+    tgt_lang: str = "fr"
+    min_join: int = 2
+    max_join: int = 5
+    train_single: Optional[int] = None  # single training pairs kept (None: all 29,000)
+    train_joined: Optional[int] = None  # joined training pairs kept (None: all, about 29,000 / 3.5)
+    valid: int = 200  # joined validation pairs (for checkpoint selection)
+    test_split: str = "test_2016_flickr"
+    seed: int = 1  # the run lengths of the joins
+
+    def __post_init__(self) -> None:
+        _check_range("data.multi30k_long.min_join", self.min_join, 1, None)
+        _check_range("data.multi30k_long.max_join", self.max_join, self.min_join, None)
+        _check_range("data.multi30k_long.valid", self.valid, 1, None)
+
+
+@dataclass
+class DataSection:
+    """Exactly one of the two sources of data."""
+
+    synthetic: Optional[SyntheticData] = None
+    multi30k_long: Optional[Multi30kLongData] = None
+
+
+@dataclass
+class ModelEntry:
+    """One model of the study: a base attnmt config trained once per seed, or existing folders."""
+
+    name: str = ""  # names the model in the report and its folder; letters, digits, - and _
+    config: Optional[str] = None  # an attnmt config YAML to start from (relative to the study file)
+    overrides: dict = field(default_factory=dict)  # config values on top, nested like a config file
+    model_dirs: list[str] = field(default_factory=list)  # existing trained folders (one per seed): nothing is trained
+
+
+@dataclass
+class EvaluationSection:
+    """How every model is scored."""
+
+    beam: int = 1  # 1: greedy search
+    bleu_tokenize: str = "13a"  # sacreBLEU tokenizer; "none" for already tokenized text (the synthetic language)
+    bucket_edges: list[int] = field(default_factory=list)  # source-length buckets [e0, e1), ...; empty: 10 words wide
+    bootstrap: int = 1000  # resamples for the 95% intervals (0: none)
+    confidence: float = 0.95
+    position_width: int = 10  # target positions per group in the accuracy-by-position figure
+
+    def __post_init__(self) -> None:
+        _check_range("evaluation.beam", self.beam, 1, 100)
+        _check_range("evaluation.bootstrap", self.bootstrap, 0, None)
+        _check_range("evaluation.confidence", self.confidence, 0.5, 0.999)
+        _check_range("evaluation.position_width", self.position_width, 1, None)
+
+
+@dataclass
+class HeatmapSection:
+    """Attention heatmaps: teacher-forced, word-level attention of chosen test pairs."""
+
+    model: str = ""  # the model entry to draw (its first seed); empty: the first model with attention
+    sentences: list[int] = field(default_factory=list)  # 0-based test sentence indices
+    lengths: list[int] = field(default_factory=list)  # or the test sentences closest to these source lengths
+
+
+@dataclass
+class GoldSet:
+    """A word-aligned test set: tokenized sentences and 1-based gold links (``i-j`` sure, ``ipj`` possible)."""
+
+    name: str = ""
+    src: str = ""  # paths relative to the study file
+    tgt: str = ""
+    gold: str = ""
+
+
+@dataclass
+class AlignmentSection:
+    """Alignment error rate of the links read off each attention model (see attnmt.align)."""
+
+    synthetic_test: Optional[bool] = None  # score the synthetic test split's gold alignments (default: yes, with synthetic data)
+    sets: list[GoldSet] = field(default_factory=list)  # further gold sets, e.g. the NAACL 2003 Hansards
+    threshold: float = 0.5  # for the thresholded links
+    models: list[str] = field(default_factory=list)  # model entries to score; empty: every model with attention
+
+    def __post_init__(self) -> None:
+        _check_range("alignment.threshold", self.threshold, 0.0, 1.0, inclusive_low=False)
+
+
+@dataclass
+class Study:
+    """A whole study (see studies/*.yaml)."""
+
+    name: str = "study"
+    description: str = ""  # shown at the top of the report
+    data: DataSection = field(default_factory=DataSection)
+    seeds: list[int] = field(default_factory=lambda: [1, 2, 3])
+    jobs: int = 1  # runs trained at the same time, in processes of one thread each (the CLI's --jobs overrides)
+    defaults: dict = field(default_factory=dict)  # config values shared by every model (under each model's own)
+    models: list[ModelEntry] = field(default_factory=list)
+    evaluation: EvaluationSection = field(default_factory=EvaluationSection)
+    heatmaps: HeatmapSection = field(default_factory=HeatmapSection)
+    alignment: AlignmentSection = field(default_factory=AlignmentSection)
+    path: Optional[str] = None  # where the study was read from (set by load_study, not by the YAML)
+
+
+def _is_optional_dataclass(tp: Any) -> bool:
+    args = [a for a in typing.get_args(tp) if a is not type(None)]
+    return typing.get_origin(tp) in (typing.Union, types.UnionType) and len(args) == 1 and dataclasses.is_dataclass(
+        args[0])
+
+
+def _needs_tree(tp: Any) -> bool:
+    """Whether a field needs more than attnmt.config._build: lists, free mappings, optional sections."""
+    if typing.get_origin(tp) in (list, dict) or tp is dict or _is_optional_dataclass(tp):
+        return True
+    return dataclasses.is_dataclass(tp) and any(_needs_tree(t) for t in typing.get_type_hints(tp).values())
+
+
+def _build_value(tp: Any, value: Any, key: str) -> Any:
+    """Validate one value against its annotation; dataclasses become instances."""
+    if _is_optional_dataclass(tp):
+        inner = next(a for a in typing.get_args(tp) if a is not type(None))
+        return None if value is None else _build_tree(inner, value, f"{key}.")
+    if dataclasses.is_dataclass(tp):
+        return _build_tree(tp, value or {}, f"{key}.")
+    if tp is dict or typing.get_origin(tp) is dict:
+        if not isinstance(value, dict):
+            raise UserError(f"config: {key} must be a mapping of keys to values, got {value!r}")
+        return value
+    if typing.get_origin(tp) is list:
+        if not isinstance(value, list):
+            raise UserError(f"config: {key}={value!r} must be a list")
+        (item_type,) = typing.get_args(tp)
+        return [_build_value(item_type, item, f"{key}[{n}]") for n, item in enumerate(value)]
+    return _coerce(key, value, tp)
+
+
+def _build_tree(cls: type, raw: Any, prefix: str) -> Any:
+    """attnmt.config._build extended to lists, free mappings and optional sections.
+
+    The plain keys go through ``_build`` (so unknown keys, types and ranges are reported exactly
+    as in model configs); the other fields are built here and set on the result.
+    """
+    if not isinstance(raw, dict):
+        raise UserError(f"config: {prefix.rstrip('.') or 'the top level'} must be a mapping of keys to values, "
+                        f"got {raw!r}")
+    hints = typing.get_type_hints(cls)
+    special = {k: v for k, v in raw.items() if k in hints and _needs_tree(hints[k])}
+    node = _build(cls, {k: v for k, v in raw.items() if k not in special}, prefix)
+    values = {k: _build_value(hints[k], v, f"{prefix}{k}") for k, v in special.items()}
+    return dataclasses.replace(node, **values) if values else node
+
+
+def deep_merge(base: dict, top: dict) -> dict:
+    """A copy of ``base`` with ``top`` merged in; nested mappings merge, everything else is replaced."""
+    merged = copy.deepcopy(base)
+    for key, value in top.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def resolve_path(path: str, base_dir: Path) -> Path:
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else (base_dir / p).resolve()
+
+
+def model_raw_config(study: Study, entry: ModelEntry) -> dict:
+    """The raw config dict of a model entry: study defaults, then its config file, then its overrides."""
+    raw = copy.deepcopy(study.defaults)
+    if entry.config:
+        path = resolve_path(entry.config, Path(study.path or ".").parent)
+        if not path.is_file():
+            raise UserError(f"model {entry.name!r}: config file not found: {path}")
+        try:
+            raw = deep_merge(raw, yaml.safe_load(path.read_text(encoding="utf-8")) or {})
+        except yaml.YAMLError:
+            raise UserError(f"model {entry.name!r}: {path} is not valid YAML") from None
+    return deep_merge(raw, entry.overrides)
+
+
+def study_from_dict(raw: dict, path: Path | None = None) -> Study:
+    """Validate a raw study dict (as read from YAML)."""
+    study = _build_tree(Study, raw, "")
+    study.path = str(path) if path is not None else None
+    _validate(study)
+    return study
+
+
+def _validate(study: Study) -> None:
+    """The checks that span several fields."""
+    d = study.data
+    if (d.synthetic is None) == (d.multi30k_long is None):
+        raise UserError("config: data must have exactly one of 'synthetic' or 'multi30k_long'")
+    _check_range("jobs", study.jobs, 1, None)
+    if not study.models:
+        raise UserError("config: models is empty; list at least one model (name plus config and/or overrides)")
+    if not study.seeds or len(set(study.seeds)) != len(study.seeds):
+        raise UserError(f"config: seeds={study.seeds} must be a non-empty list of distinct integers")
+    names = [m.name for m in study.models]
+    for k, entry in enumerate(study.models):
+        if not entry.name or not all(c.isalnum() or c in "-_" for c in entry.name):
+            raise UserError(f"config: models[{k}].name={entry.name!r} must be non-empty letters, digits, '-' or '_'")
+        if names.count(entry.name) > 1:
+            raise UserError(f"config: two models are named {entry.name!r}; names must be unique")
+        if entry.model_dirs and (entry.config or entry.overrides):
+            raise UserError(f"config: models[{k}] ({entry.name}) has model_dirs and a config; existing folders are "
+                            "evaluated as they are, so give one or the other")
+        if not entry.model_dirs:
+            try:
+                config_from_dict(model_raw_config(study, entry))
+            except UserError as e:
+                raise UserError(f"models[{k}] ({entry.name}): {e}") from None
+    edges = study.evaluation.bucket_edges
+    if edges and (len(edges) < 2 or any(a >= b for a, b in zip(edges, edges[1:]))):
+        raise UserError(f"config: evaluation.bucket_edges={edges} must be at least two increasing numbers")
+    for key, chosen in (("heatmaps.model", [study.heatmaps.model] if study.heatmaps.model else []),
+                        ("alignment.models", study.alignment.models)):
+        for name in chosen:
+            if name not in names:
+                raise UserError(f"config: {key}: no model named {name!r}; models: {', '.join(names)}")
+    if study.alignment.synthetic_test and d.synthetic is None:
+        raise UserError("config: alignment.synthetic_test needs data.synthetic (only it has gold alignments)")
+    for k, gold in enumerate(study.alignment.sets):
+        if not (gold.name and gold.src and gold.tgt and gold.gold):
+            raise UserError(f"config: alignment.sets[{k}] needs name, src, tgt and gold")
+
+
+def load_study(path: str | Path) -> Study:
+    """Read and validate a study YAML; errors name the file and the key."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"study config not found: {path}; pass a study YAML (see studies/)")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        line = getattr(getattr(e, "problem_mark", None), "line", None)
+        where = f"{path}:{line + 1}" if line is not None else str(path)
+        raise UserError(f"study {where} is not valid YAML; fix the syntax ({type(e).__name__})") from None
+    try:
+        study = _build_tree(Study, raw, "")
+        study.path = str(path.resolve())
+        _validate(study)
+    except UserError as e:
+        raise UserError(f"{path}: {e}") from None
+    return study
+
+
+# ================================================================ data
