@@ -52,6 +52,20 @@ def cmd_train(args) -> None:
           f"best validation loss {result.state.best_valid_loss:.4f}")
 
 
+def cmd_prepare(args) -> None:
+    from attnmt.config import load_config
+    from attnmt.data.prepare import prepare
+
+    config = load_config(args.config, args.set)
+    model_dir = Path(args.model_dir or Path("models") / config.name)
+    done = prepare(config, model_dir, workers=args.workers, force=args.force)
+    meta = done["meta"]
+    corpora = ", ".join(f"{c['name']} {c['kept']:,} of {c['total']:,}" for c in meta["corpora"])
+    timing = ", ".join(f"{phase} {s:.1f} s" for phase, s in done["seconds"].items())
+    print(f"{done['location']}: {'prepared' if done['prepared'] else 'up to date'}, {meta['pairs']:,} pairs "
+          f"({corpora})" + (f"; {timing}" if timing else ""))
+
+
 def cmd_translate(args) -> None:
     from attnmt.translator import MAX_SOURCE_TOKENS, load
 
@@ -370,6 +384,18 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--temperature", type=float, default=None,
                        help="--sample: divide the log probs by T (< 1 sharper, > 1 flatter; default 1)")
         p.add_argument("--seed", type=int, default=None, help="--sample: the random seed (default 0)")
+
+    p = sub.add_parser("prepare", help="read, tokenize and encode a config's training corpora once into a "
+                                       "memory-mapped store that train reuses")
+    p.add_argument("config", help="YAML config (see configs/)")
+    p.add_argument("--model-dir", help="model folder whose store/ to write (default: models/<config name>); "
+                                       "data.store_dir puts it in a shared folder instead")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config value, e.g. --set data.vocab_size=16000 (repeatable)")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="encoding processes (default: data.workers, else the number of cores)")
+    p.add_argument("--force", action="store_true", help="prepare again even if the store is up to date")
+    p.set_defaults(func=cmd_prepare)
 
     p = sub.add_parser("translate", help="translate sentences (stdin or --input), one per line")
     model_args(p, ensemble=True)

@@ -66,8 +66,29 @@ class DataConfig:
     align_text_src: Optional[str] = None
     align_text_tgt: Optional[str] = None
     align_text_copies: int = 1  # how many times they are added
+    # Several training corpora, mixed by weight (instead of train_src/train_tgt/train_tsv): a list of
+    # {name, src, tgt, weight} or {name, tsv, weight}. Each epoch takes round(N * weight / sum of weights)
+    # pairs of a corpus (N = all kept pairs): weights proportional to the sizes read each pair once.
+    train: Optional[list] = None
+    # The memory-mapped token store (attnmt/data/store.py, `attnmt prepare`): "auto" uses it for
+    # data.train lists, for corpora of 64 MiB or more and wherever a store was prepared; "always" / "never".
+    store: Literal["auto", "always", "never"] = "auto"
+    # A shared folder for stores (one per corpus and tokenizer settings); default: MODEL_DIR/store.
+    store_dir: Optional[str] = None
+    # Sentences per side that the tokenizers (and vocabularies) are trained on, sampled with train.seed;
+    # a corpus this size or smaller is used whole, as the in-memory path does.
+    tokenizer_sample: int = 1_000_000
+    workers: Optional[int] = None  # processes that encode the corpus into the store (default: the cores)
+    # Training batches from a store are built and shuffled within windows of this many pairs.
+    shuffle_window: int = 4_000_000
 
     def __post_init__(self) -> None:
+        _check_range("data.tokenizer_sample", self.tokenizer_sample, 1, None)
+        _check_range("data.shuffle_window", self.shuffle_window, 1, None)
+        if self.workers is not None:
+            _check_range("data.workers", self.workers, 1, None)
+        if self.train is not None:
+            self.train = _check_corpora(self)
         _check_range("data.vocab_size", self.vocab_size, 8, None)
         _check_range("data.max_len", self.max_len, 1, None)
         _check_range("data.drop_final_punct", self.drop_final_punct, 0.0, 1.0)
@@ -93,6 +114,43 @@ class DataConfig:
         if self.test_size and (self.test_src or self.test_tgt):
             raise UserError(f"config: data.test_size={self.test_size} holds out a test set, but test files are "
                             "given too (data.test_*); use one or the other")
+
+
+CORPUS_KEYS = ("name", "src", "tgt", "tsv", "weight")
+
+
+def _check_corpora(cfg: DataConfig) -> list[dict]:
+    """data.train as a list of {name, src, tgt | tsv, weight}, each checked and completed."""
+    if cfg.train_src or cfg.train_tgt or cfg.train_tsv:
+        raise UserError("config: data.train (a list of corpora) and data.train_src/train_tgt/train_tsv are both "
+                        "given; put every training corpus into data.train")
+    if not isinstance(cfg.train, list) or not cfg.train:
+        raise UserError("config: data.train must be a list of corpora, e.g. [{src: a.de, tgt: a.en, weight: 1}]")
+    corpora, names = [], set()
+    for k, raw in enumerate(cfg.train):
+        where = f"data.train[{k}]"
+        if not isinstance(raw, dict):
+            raise UserError(f"config: {where} must be a mapping with src and tgt (or tsv) and a weight, got {raw!r}")
+        unknown = [key for key in raw if key not in CORPUS_KEYS]
+        if unknown:
+            raise UserError(f"config: unknown key '{where}.{unknown[0]}'; valid keys: {', '.join(CORPUS_KEYS)}")
+        entry = {"name": str(raw.get("name", f"corpus{k}")), "src": raw.get("src"), "tgt": raw.get("tgt"),
+                 "tsv": raw.get("tsv"), "weight": raw.get("weight", 1.0)}
+        if not ((entry["src"] and entry["tgt"] and not entry["tsv"]) or (entry["tsv"] and not entry["src"]
+                                                                        and not entry["tgt"])):
+            raise UserError(f"config: {where} needs either src and tgt (two line-aligned files) or tsv (one file)")
+        for key in ("src", "tgt", "tsv"):
+            if entry[key] is not None and not isinstance(entry[key], str):
+                raise UserError(f"config: {where}.{key}={entry[key]!r} must be a file path")
+        weight = entry["weight"]
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not weight > 0:
+            raise UserError(f"config: {where}.weight={weight!r} must be a number above 0")
+        entry["weight"] = float(weight)
+        if entry["name"] in names:
+            raise UserError(f"config: {where}.name={entry['name']!r} is used twice; give each corpus its own name")
+        names.add(entry["name"])
+        corpora.append(entry)
+    return corpora
 
 
 @dataclass
@@ -319,6 +377,9 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
     elif tp is str:
         if isinstance(value, str):
             return value
+    elif tp is list:
+        if isinstance(value, list):
+            return value
     raise UserError(f"config: {key}={value!r} has the wrong type or value; allowed: {_allowed(tp)}")
 
 
@@ -358,6 +419,12 @@ def config_from_dict(raw: dict, base_dir: Path | None = None) -> Config:
             value = getattr(config.data, name)
             if value is not None and not Path(value).expanduser().is_absolute():
                 setattr(config.data, name, str((base_dir / Path(value).expanduser()).resolve()))
+        for entry in config.data.train or []:
+            for key in ("src", "tgt", "tsv"):
+                if entry[key] is not None and not Path(entry[key]).expanduser().is_absolute():
+                    entry[key] = str((base_dir / Path(entry[key]).expanduser()).resolve())
+        if config.data.store_dir is not None and not Path(config.data.store_dir).expanduser().is_absolute():
+            config.data.store_dir = str((base_dir / Path(config.data.store_dir).expanduser()).resolve())
         guided = config.train.guided_alignment
         if guided.links is not None and not Path(guided.links).expanduser().is_absolute():
             guided.links = str((base_dir / Path(guided.links).expanduser()).resolve())

@@ -87,7 +87,7 @@ def prepare_model_dir(model_dir: Path, overwrite: bool, resume: bool) -> None:
             raise UserError(f"--resume: {model_dir} has no checkpoints/last.pt to resume from; train without --resume")
         remove_stale_temporaries(model_dir / "checkpoints")
         return
-    if model_dir.exists() and any(model_dir.iterdir()) and not overwrite:
+    if model_dir.exists() and any(p.name != "store" for p in model_dir.iterdir()) and not overwrite:  # store: prepare
         raise UserError(f"model folder {model_dir} exists and is not empty; choose another folder, "
                         "--resume it, or pass --overwrite to replace it")
     if overwrite and model_dir.exists():

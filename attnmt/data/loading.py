@@ -3,10 +3,13 @@
 `load_data` reads the corpora (files, a TSV or the synthetic language), holds out validation and
 test pairs when asked, builds or reloads the tokenizers and encodes every pair; `make_batches`
 cuts the encoded data into length-bucketed batches (by tokens or by sentences) for one epoch.
+Large corpora and data.train lists instead train from a prepared token store (attnmt/data/store.py,
+prepared by attnmt/data/prepare.py when missing or stale): see `uses_store`.
 """
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import torch
@@ -23,6 +26,7 @@ from attnmt.data.dataset import (
     synthetic_splits,
 )
 from attnmt.data.split import split_held_out
+from attnmt.data.store import EpochBatches, StoreData, corpora_of, epoch_counts, staleness, store_location
 from attnmt.distributed import World
 from attnmt.errors import UserError
 from attnmt.guidance import load_guidance
@@ -35,6 +39,8 @@ def load_data(config: Config, model_dir: Path, resume: bool, log, world: World |
     """
     world = world or World()
     cfg = config.data
+    if uses_store(config, model_dir):
+        return _load_store(config, model_dir, resume, log, world)
     if cfg.synthetic:
         splits = synthetic_splits(cfg, seed=config.train.seed)
         train_pairs, valid_pairs = splits["train"], splits["valid"]
@@ -95,10 +101,96 @@ def load_data(config: Config, model_dir: Path, resume: bool, log, world: World |
     return train, valid, src_proc, tgt_proc
 
 
-def make_batches(data: ParallelData, config: Config, shuffle: bool, epoch: int) -> list[list[int]]:
+AUTO_STORE_BYTES = 64 << 20  # data.store: auto uses a store for training files this large
+
+
+def _in_memory_only(config: Config) -> str | None:
+    """The first setting that needs the training text in memory, if any."""
+    cfg = config.data
+    for name, on in (("data.synthetic", cfg.synthetic), ("data.valid_size", cfg.valid_size),
+                     ("data.test_size", cfg.test_size), ("data.align_text_src", cfg.align_text_src),
+                     ("data.drop_final_punct", cfg.drop_final_punct),
+                     ("train.guided_alignment.links", config.train.guided_alignment.links)):
+        if on:
+            return name
+    return None
+
+
+def uses_store(config: Config, model_dir: Path) -> bool:
+    """Whether training reads a token store: data.store, a data.train list, the corpus size, a prepared store."""
+    cfg = config.data
+    blocker = _in_memory_only(config)
+    wanted = cfg.store == "always" or cfg.train is not None
+    if blocker and wanted:
+        why = "data.train lists" if cfg.train is not None else "data.store: always"
+        raise UserError(f"config: {blocker} works on the training text in memory, but {why} train from a "
+                        f"prepared store; remove {blocker} or give one corpus with data.store: never")
+    if cfg.store == "never" and cfg.train is not None:
+        raise UserError("config: data.train lists train from a prepared store; remove data.store: never")
+    if blocker or cfg.store == "never":
+        return False
+    if wanted or (store_location(cfg, model_dir, config.train.seed) / "meta.json").is_file():
+        return True
+    if not (cfg.train_tsv or (cfg.train_src and cfg.train_tgt)):
+        return False
+    files = [Path(f) for f in (cfg.train_tsv, cfg.train_src, cfg.train_tgt) if f]
+    return sum(f.stat().st_size for f in files if f.is_file()) >= AUTO_STORE_BYTES
+
+
+def _load_store(config: Config, model_dir: Path, resume: bool, log, world: World):
+    """Training data from the store (prepared here when missing or stale); validation data in memory."""
+    from attnmt.data.prepare import prepare_store
+
+    cfg, seed = config.data, config.train.seed
+    location = store_location(cfg, model_dir, seed)
+    if world.is_main:
+        reason = staleness(location, cfg, seed)
+        if reason is not None and resume:
+            raise UserError(f"{location}: {reason}; a resumed run must train on the data it started with: restore "
+                            "the corpus, or train a new model without --resume")
+        if reason is not None:
+            done = prepare_store(config, location, progress=config.train.progress)
+            log.event("data", split="train", prepared=str(location), seconds=done["seconds"])
+        _copy_processors(location, model_dir, resume)
+    world.barrier()  # the others read what the main process prepared
+    train = StoreData(location)
+    src_proc, tgt_proc = load_processors(model_dir)
+    totals = {key: sum(c[key] for c in train.meta["corpora"]) for key in ("total", "kept", "empty", "too_long")}
+    log.event("data", split="train", store=str(location), **totals)
+    for corpus, n in zip(train.meta["corpora"], epoch_counts(train.corpora)):
+        log.event("data", split="train", corpus=corpus["name"], weight=corpus["weight"], pairs_per_epoch=n,
+                  **{key: corpus[key] for key in ("total", "kept", "empty", "too_long")})
+    if len(train) == 0:
+        source = ", ".join(c["tsv"] or c["src"] for c in corpora_of(cfg))
+        raise UserError(f"{source}: no training pairs left ({totals['total']} read, {totals['empty']} with an empty "
+                        f"side, {totals['too_long']} longer than data.max_len={cfg.max_len}); check the corpus and "
+                        "data.max_len")
+    valid = None
+    valid_pairs = read_split(cfg, "valid")
+    if valid_pairs:
+        valid, vstats = encode_pairs(valid_pairs, src_proc, tgt_proc, None)
+        log.event("data", split="valid", **vstats)
+    return train, valid, src_proc, tgt_proc
+
+
+def _copy_processors(store: Path, model_dir: Path, resume: bool) -> None:
+    """The store's tokenizers and vocabularies into the model folder (which translation reads alone)."""
+    names = sorted(p.name for p in store.iterdir() if p.suffix in (".model", ".vocab", ".json") and p.name != "meta.json")
+    for name in names:
+        mine = model_dir / name
+        if resume and (not mine.is_file() or mine.read_bytes() != (store / name).read_bytes()):
+            raise UserError(f"{mine} differs from the tokenizer of the store {store} (it was prepared again); a "
+                            "resumed run must keep its vocabulary: train a new model without --resume")
+        if not resume:
+            shutil.copyfile(store / name, mine)
+
+
+def make_batches(data, config: Config, shuffle: bool, epoch: int) -> list[list[int]]:
+    t = config.train
+    if isinstance(data, StoreData):
+        return EpochBatches(data, t.batch_tokens, t.batch_size, shuffle, t.seed, epoch, config.data.shuffle_window)
     src_len = [len(s) for s in data.src_ids]
     tgt_len = [len(t) for t in data.tgt_ids]
-    t = config.train
     if t.batch_size:
         return batch_by_sentences(src_len, tgt_len, t.batch_size, shuffle=shuffle, seed=t.seed, epoch=epoch)
     return token_batches(src_len, tgt_len, t.batch_tokens, shuffle=shuffle, seed=t.seed, epoch=epoch)

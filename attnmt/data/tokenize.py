@@ -133,12 +133,14 @@ class SentencePieceTokenizer(Tokenizer):
 
     @classmethod
     def train(
-        cls, texts: Iterable[str], vocab_size: int, kind: str = "unigram", lowercase: bool = False
+        cls, texts: Iterable[str], vocab_size: int, kind: str = "unigram", lowercase: bool = False, sample: int = 0
     ) -> SentencePieceTokenizer:
         """Learn a model of ``vocab_size`` pieces (a soft limit) from ``texts``, in memory.
 
         Deterministic for the same texts: one training thread (the unigram EM sums floats in
-        another order with more threads), and all sentences are used, so no sampling.
+        another order with more threads), and all sentences are used, so no sampling. ``sample`` > 0 bounds
+        the sentences sentencepiece keeps (its input_sentence_size, shuffled); `attnmt prepare` passes
+        the size of the sample it drew itself, so that the vocabulary counts the same sentences.
         """
         if kind not in ("bpe", "unigram"):
             raise ValueError(f"sentencepiece kind must be 'bpe' or 'unigram', not {kind!r}")
@@ -167,7 +169,8 @@ class SentencePieceTokenizer(Tokenizer):
                 eos_id=-1,
                 pad_id=-1,
                 num_threads=1,
-                input_sentence_size=0,
+                input_sentence_size=sample,
+                shuffle_input_sentence=True,
                 minloglevel=2,  # errors only: training logs hundreds of INFO lines to stderr
             )
         except RuntimeError as e:
@@ -291,6 +294,7 @@ def train_tokenizer(
     directory: PathLike,
     name: str,
     lowercase: bool = False,
+    sample: int = 0,
 ) -> Tokenizer:
     """Train a tokenizer of ``kind`` ("bpe", "unigram" or "word") and save it as ``name`` in ``directory``.
 
@@ -303,7 +307,7 @@ def train_tokenizer(
     if kind == "word":
         tokenizer = WordTokenizer(lowercase=lowercase)
     else:
-        tokenizer = SentencePieceTokenizer.train(texts, vocab_size, kind=kind, lowercase=lowercase)
+        tokenizer = SentencePieceTokenizer.train(texts, vocab_size, kind=kind, lowercase=lowercase, sample=sample)
     tokenizer.save(directory, name)
     return tokenizer
 

@@ -1,0 +1,119 @@
+"""Corpus files in chunks of whole lines, read and checked as attnmt.data.corpus reads whole files.
+
+`raw_chunks` yields about a megabyte of raw bytes at a time, cut after a newline, with the number of
+its first line; `decode_chunk` turns one into lines with the same rules and the same one-line errors
+(file:line) as `corpus.read_lines`, and `split_tsv` takes a TSV line's columns as `corpus.read_tsv`
+does. Memory stays at a chunk whatever the size of the file.
+"""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from attnmt.data.corpus import _BOM, _GZIP_MAGIC, _clean
+from attnmt.errors import UserError
+
+CHUNK_BYTES = 1 << 20
+
+
+def _open(path: Path):
+    try:
+        if path.name.endswith(".gz"):
+            return gzip.open(path, "rb")
+        return open(path, "rb")
+    except FileNotFoundError:
+        raise UserError(f"file not found: {path}; check the path") from None
+    except IsADirectoryError:
+        raise UserError(f"{path} is a directory, not a text file; give the path of a file") from None
+    except OSError as e:
+        raise UserError(f"cannot read {path}: {e.strerror or e}; check the file") from None
+
+
+def raw_chunks(path: str | Path, size: int | None = None) -> Iterator[tuple[int, bytes, bool]]:
+    """(number of the chunk's first line counted from 0, bytes ending in a newline or the file's end, first?)."""
+    path, size = Path(path), size or CHUNK_BYTES
+    line0, rest, first = 0, b"", True
+    with _open(path) as f:
+        while True:
+            try:
+                block = f.read(size)
+            except (gzip.BadGzipFile, EOFError, zlib.error) as e:
+                raise UserError(f"{path} is not a valid gzip file ({e}); re-download it, or drop the .gz suffix "
+                                "if it is plain text") from None
+            if first and not path.name.endswith(".gz") and (rest + block).startswith(_GZIP_MAGIC):
+                raise UserError(f"{path} is gzip-compressed but its name does not end in .gz; "
+                                "rename it to end in .gz (or decompress it)")
+            data = rest + block
+            if not block:
+                if data:
+                    yield line0, data, first
+                return
+            cut = data.rfind(b"\n") + 1
+            if cut == 0:
+                rest = data
+                continue
+            chunk, rest = data[:cut], data[cut:]
+            yield line0, chunk, first
+            line0 += chunk.count(b"\n")
+            first = False
+
+
+def count_lines(path: str | Path, tsv: bool = False, progress=None) -> int:
+    """Lines of a file (a final newline starts no line); for a TSV, up to its last non-blank line."""
+    n = 0
+    for line0, data, _ in raw_chunks(path):
+        lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+        if tsv:
+            stripped = data.rstrip()
+            if stripped:
+                n = line0 + stripped.count(b"\n") + 1
+        else:
+            n = line0 + lines
+        if progress is not None:
+            progress.update(lines)
+    return n
+
+
+def decode_chunk(data: bytes, path: str | Path, line0: int, first: bool, clean: bool = True) -> list[str]:
+    """The lines of a chunk (corpus._decode_lines' rules); control characters cleaned when `clean`."""
+    if first and data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise UserError(f"{path} is UTF-16 text; convert it to UTF-8, e.g. iconv -f utf-16 -t utf-8")
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        line = line0 + data.count(b"\n", 0, nul) + 1
+        raise UserError(f"{path}:{line} looks binary (NUL byte); give a UTF-8 text file, one sentence a line")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = line0 + data.count(b"\n", 0, e.start) + 1
+        column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise UserError(f"{path}:{line} is not valid UTF-8 (byte 0x{data[e.start]:02x} at byte column {column}); "
+                        "convert the file to UTF-8, e.g. iconv -f latin1 -t utf-8") from None
+    if not text:
+        return []
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    if first and lines and lines[0].startswith(_BOM):
+        lines[0] = lines[0][1:]
+    lines = [line[:-1] if line.endswith("\r") else line for line in lines]
+    return [_clean(line) for line in lines] if clean else lines
+
+
+def split_tsv(lines: list[str], path: str | Path, numbers: Iterable[int],
+              cols: tuple[int, int]) -> list[tuple[str, str]]:
+    """(source, target) of raw TSV lines whose 1-based line numbers are `numbers`."""
+    src_col, tgt_col = cols
+    need = max(src_col, tgt_col) + 1
+    pairs = []
+    for number, line in zip(numbers, lines):
+        fields = line.split("\t")
+        if len(fields) < need:
+            what = "is empty" if not line.strip() else f"has {len(fields)} column(s)"
+            raise UserError(f"{path}:{number} {what} but column {need - 1} is needed (src_col={src_col}, "
+                            f"tgt_col={tgt_col}); each line needs TAB-separated source and target")
+        pairs.append((_clean(fields[src_col]), _clean(fields[tgt_col])))
+    return pairs

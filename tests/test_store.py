@@ -1,0 +1,173 @@
+"""The token store: what it holds, its batches, weighted mixing, and training from it (exact resume)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from attnmt.checkpoint import load_checkpoint
+from attnmt.data.dataset import encode_pairs, load_processors, read_split
+from attnmt.data.loading import make_batches
+from attnmt.data.prepare import prepare
+from attnmt.data.store import EpochBatches, StoreData
+from attnmt.errors import UserError
+from attnmt.train import train
+from tests.conftest import tiny_config
+
+
+def store_config(corpus, **train_args):
+    config = tiny_config(corpus, **{"max_steps": 12, "valid_every": 6, "valid_bleu_sample": 0, **train_args})
+    config.model.emb_size, config.model.hidden_size = 16, 16
+    config.data.store = "always"
+    config.data.max_len = 8  # some pairs of the tiny corpus are dropped as too long
+    return config
+
+
+def in_memory(config, model_dir):
+    src, tgt = load_processors(model_dir)
+    data, stats = encode_pairs(read_split(config.data, "train"), src, tgt, config.data.max_len)
+    return data, stats
+
+
+def test_store_holds_the_in_memory_ids_lengths_and_order(tiny_corpus, tmp_path):
+    config = store_config(tiny_corpus)
+    done = prepare(config, tmp_path / "m", workers=1, progress=False)
+    store = StoreData(done["location"])
+    data, stats = in_memory(config, done["location"])
+    assert 0 < len(store) == len(data) < 600
+    assert [store.src_ids[i] for i in range(len(store))] == data.src_ids
+    assert [store.tgt_ids[i] for i in range(len(store))] == data.tgt_ids
+    assert store.src_len.tolist() == [len(s) for s in data.src_ids]
+    corpus = store.meta["corpora"][0]
+    assert {k: corpus[k] for k in ("total", "kept", "empty", "too_long")} == stats
+    assert prepare(config, tmp_path / "m", workers=1, progress=False)["prepared"] is False  # reused
+
+
+@pytest.mark.parametrize("by", ["tokens", "sentences"])
+def test_batches_from_the_store_equal_the_in_memory_batches(tiny_corpus, tmp_path, by):
+    config = store_config(tiny_corpus, batch_size=16 if by == "sentences" else None)
+    done = prepare(config, tmp_path / "m", workers=1, progress=False)
+    store = StoreData(done["location"])
+    data, _ = in_memory(config, done["location"])
+    for epoch in range(3):
+        assert list(make_batches(store, config, shuffle=True, epoch=epoch)) == \
+            make_batches(data, config, shuffle=True, epoch=epoch)
+    assert list(make_batches(store, config, shuffle=False, epoch=0)) == make_batches(data, config, False, 0)
+
+
+def test_windows_cover_the_epoch_once_within_the_token_budget(tiny_corpus, tmp_path):
+    config = store_config(tiny_corpus)
+    store = StoreData(prepare(config, tmp_path / "m", workers=1, progress=False)["location"])
+    batches = EpochBatches(store, 60, None, shuffle=True, seed=1, epoch=0, window=50)
+    assert batches.n_windows > 3
+    seen = sorted(i for b in batches for i in b)
+    assert seen == list(range(len(store)))
+    for b in batches:
+        longest = max(max(int(store.src_len[i]), int(store.tgt_len[i]) + 1) for i in b)
+        assert len(b) == 1 or longest * len(b) <= 60
+    again = EpochBatches(store, 60, None, shuffle=True, seed=1, epoch=0, window=50)
+    assert [again[k] for k in reversed(range(len(again)))] == list(batches)[::-1]  # random access, same batches
+    assert list(EpochBatches(store, 60, None, True, 1, 1, 50)) != list(batches)  # a new order each epoch
+
+
+def test_two_workers_write_the_same_store_as_one(tiny_corpus, tmp_path, monkeypatch):
+    import attnmt.data.chunks as chunks
+
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 512)  # many chunks from the tiny corpus
+    config = store_config(tiny_corpus)
+    one = prepare(config, tmp_path / "a", workers=1, progress=False)["location"]
+    two = prepare(config, tmp_path / "b", workers=2, progress=False)["location"]
+    for name in ("src.ids", "tgt.ids", "src.off", "tgt.off", "src.len", "tgt.len", "src.vocab", "tgt.vocab"):
+        assert (one / name).read_bytes() == (two / name).read_bytes(), name
+
+
+def write_pairs(folder, name, n, offset):
+    (folder / f"{name}.src").write_text("".join(f"s{offset + i} x\n" for i in range(n)), encoding="utf-8")
+    (folder / f"{name}.tgt").write_text("".join(f"t{offset + i} y\n" for i in range(n)), encoding="utf-8")
+
+
+def test_weighted_corpora_give_each_epoch_their_share_and_log_it(tiny_corpus, tmp_path):
+    write_pairs(tmp_path, "big", 300, 0)
+    write_pairs(tmp_path, "small", 30, 1000)
+    config = store_config(tiny_corpus, max_steps=2)
+    config.data.train_src = config.data.train_tgt = None
+    config.data.train = [{"name": "big", "src": str(tmp_path / "big.src"), "tgt": str(tmp_path / "big.tgt"),
+                          "tsv": None, "weight": 1.0},
+                         {"name": "small", "src": str(tmp_path / "small.src"), "tgt": str(tmp_path / "small.tgt"),
+                          "tsv": None, "weight": 1.0}]
+    train(config, tmp_path / "m", quiet=True)
+    store = StoreData(tmp_path / "m" / "store")
+    for epoch in range(2):
+        batches = make_batches(store, config, shuffle=True, epoch=epoch)
+        drawn = [i for b in batches for i in b]
+        from_small = sum(i >= 300 for i in drawn)
+        assert (len(drawn), from_small) == (330, 165)  # equal weights: half each, the small corpus repeated
+        assert len(set(i for i in drawn if i < 300)) == 165  # a random half of the big one
+    log = [json.loads(line) for line in (tmp_path / "m" / "train_log.jsonl").open(encoding="utf-8")]
+    shares = {r["corpus"]: r["pairs_per_epoch"] for r in log if r.get("corpus")}
+    assert shares == {"big": 165, "small": 165}
+
+
+def test_a_changed_corpus_is_prepared_again_and_refused_on_resume(tiny_corpus, tmp_path):
+    for name in ("train.src", "train.tgt", "valid.src", "valid.tgt"):
+        (tmp_path / name).write_bytes((tiny_corpus / name).read_bytes())
+    config = store_config(tmp_path, max_steps=2)
+    train(config, tmp_path / "m", quiet=True)
+    before = StoreData(tmp_path / "m" / "store").meta["pairs"]
+    with open(tmp_path / "train.src", "a", encoding="utf-8") as f, open(tmp_path / "train.tgt", "a") as g:
+        f.write("a b c\n")
+        g.write("d e f\n")
+    with pytest.raises(UserError, match="changed since it was prepared.*without --resume"):
+        train(store_config(tmp_path, max_steps=4), tmp_path / "m", resume=True, quiet=True)
+    train(config, tmp_path / "m", overwrite=True, quiet=True)
+    assert StoreData(tmp_path / "m" / "store").meta["pairs"] == before + 1
+    config.data.vocab_size = 99  # a data setting of the store: the hash changes
+    done = prepare(config, tmp_path / "m", workers=1, progress=False)
+    assert done["prepared"] and "data settings changed" in done["reason"]
+
+
+def test_a_failed_preparation_leaves_nothing_that_is_taken_for_a_store(tiny_corpus, tmp_path):
+    lines = (tiny_corpus / "train.src").read_bytes().splitlines(keepends=True)
+    (tmp_path / "train.src").write_bytes(b"".join(lines[:500]) + b"caf\xe9\n" + b"".join(lines[501:]))
+    for name in ("train.tgt", "valid.src", "valid.tgt"):
+        (tmp_path / name).write_bytes((tiny_corpus / name).read_bytes())
+    config = store_config(tmp_path)
+    with pytest.raises(UserError, match=r"train.src:501 is not valid UTF-8"):
+        prepare(config, tmp_path / "m", workers=2, progress=False)
+    assert list((tmp_path / "m").iterdir()) == []  # no store, no temporary folder
+    (tmp_path / "m" / ".store.preparing-killed").mkdir()  # what a killed run leaves: never read
+    (tmp_path / "train.src").write_bytes(b"".join(lines))
+    assert prepare(config, tmp_path / "m", workers=1, progress=False)["prepared"]
+
+
+def test_training_from_the_store_resumes_bit_identically(tiny_corpus, tmp_path):
+    config = store_config(tiny_corpus, save_every=3)
+    train(config, tmp_path / "straight", quiet=True)
+    train(store_config(tiny_corpus, save_every=3, max_steps=7), tmp_path / "resumed", quiet=True)
+    train(config, tmp_path / "resumed", resume=True, quiet=True)
+    a = load_checkpoint(tmp_path / "straight" / "checkpoints" / "last.pt")
+    b = load_checkpoint(tmp_path / "resumed" / "checkpoints" / "last.pt")
+    a["train_state"].pop("elapsed_s"), b["train_state"].pop("elapsed_s")
+    assert a["train_state"] == b["train_state"]
+    for key, tensor in a["model"].items():
+        assert torch.equal(tensor, b["model"][key]), key
+
+
+def test_training_from_the_store_equals_training_in_memory(tiny_corpus, tmp_path):
+    config = store_config(tiny_corpus, max_steps=5)
+    train(config, tmp_path / "store", quiet=True)
+    config.data.store = "never"
+    train(config, tmp_path / "memory", quiet=True)
+    a = load_checkpoint(tmp_path / "store" / "checkpoints" / "last.pt")["model"]
+    b = load_checkpoint(tmp_path / "memory" / "checkpoints" / "last.pt")["model"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert not (tmp_path / "memory" / "store").exists()
+
+
+def test_a_data_train_list_with_an_in_memory_setting_is_one_clear_line(tiny_corpus, tmp_path):
+    config = store_config(tiny_corpus)
+    config.data.valid_size = 10
+    with pytest.raises(UserError, match="data.valid_size works on the training text in memory"):
+        train(config, tmp_path / "m", quiet=True)
