@@ -42,7 +42,7 @@ def _bar(total: int | None, desc: str, enabled: bool):
     from tqdm import tqdm
 
     return tqdm(total=total, desc=desc, unit="pairs", unit_scale=True, dynamic_ncols=True, leave=False,
-                disable=not enabled, file=sys.stderr)
+                disable=not enabled or not sys.stderr.isatty(), file=sys.stderr)
 
 
 def _pair_counts(corpora: list[dict], cfg, progress: bool) -> list[int]:
