@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import sys
 import types
 import typing
 from dataclasses import dataclass, field
@@ -157,7 +158,7 @@ def _check_corpora(cfg: DataConfig) -> list[dict]:
 class ModelConfig:
     """The architecture. Names follow the papers."""
 
-    type: Literal["seq2seq", "rnnsearch", "transformer"] = "rnnsearch"
+    type: str = "rnnsearch"  # a name in attnmt.models.MODELS: seq2seq | rnnsearch | transformer
     cell: Literal["lstm", "gru"] = "lstm"
     emb_size: int = 256
     hidden_size: int = 256  # decoder state; also the encoder's, per direction, unless enc_hidden_size is set
@@ -167,9 +168,15 @@ class ModelConfig:
     dropout: float = 0.2
     tie_embeddings: bool = False  # share the target embedding matrix with the output layer
     reverse_source: bool = False  # seq2seq: feed the source backwards (Sutskever et al. 2014)
-    attention: Literal["bahdanau", "luong_dot", "luong_general", "luong_concat"] = "bahdanau"
-    attn_size: Optional[int] = None  # width of the additive attention layer (default hidden_size)
-    input_feeding: bool = False  # Luong et al. 2015: feed the attentional vector to the next step
+    # rnnsearch: the decoder's order. bahdanau: s_{i-1} queries the source before the state update
+    # (Bahdanau et al. 2014); luong: s_i queries after it, and the attentional vector h~_i = tanh(W_c [c_i; s_i])
+    # feeds the output layer (Luong et al. 2015).
+    decoder: Literal["bahdanau", "luong"] = "bahdanau"
+    score: str = "additive"  # rnnsearch: a name in attnmt.models.SCORES: additive | dot | general
+    attn_size: Optional[int] = None  # width of the additive score's layer (default hidden_size)
+    input_feeding: bool = False  # decoder luong: feed the attentional vector to the next step
+    # The older single key for decoder + score: bahdanau | luong_dot | luong_general | luong_concat.
+    attention: Optional[str] = None
     # Transformer (Vaswani et al. 2017)
     d_model: int = 256
     n_heads: int = 4
@@ -177,6 +184,9 @@ class ModelConfig:
     share_embeddings: bool = False  # one embedding for source and target (needs a joint vocab)
 
     def __post_init__(self) -> None:
+        if self.attention is not None:
+            _read_attention_alias(self)
+        _check_applies(self)
         for name in ("emb_size", "hidden_size", "enc_layers", "dec_layers", "d_model", "n_heads", "ff_size"):
             _check_range(f"model.{name}", getattr(self, name), 1, None)
         _check_range("model.dropout", self.dropout, 0.0, 0.99)
@@ -312,6 +322,49 @@ class DecodeConfig:
         _check_range("decode.workers", self.workers, 1, None)
         _check_range("decode.min_len", self.min_len, 0, self.max_len_cap)
         _check_range("decode.no_repeat_ngram", self.no_repeat_ngram, 0, None)
+
+
+def _read_attention_alias(cfg: ModelConfig) -> None:
+    """model.attention, the older key, written as model.decoder + model.score."""
+    value = cfg.attention
+    if value not in ATTENTION_ALIASES:
+        raise UserError(f"config: model.attention={value!r} is unknown; allowed: {' | '.join(ATTENTION_ALIASES)} "
+                        "(or write model.decoder and model.score)")
+    decoder, score = ATTENTION_ALIASES[value]
+    given = {"decoder": cfg.decoder, "score": cfg.score}
+    for key, default, wanted in (("decoder", "bahdanau", decoder), ("score", "additive", score)):
+        if given[key] not in (default, wanted):
+            raise UserError(f"config: model.attention={value!r} means model.{key}: {wanted}, but model.{key} is "
+                            f"{given[key]!r}; keep one of the two")
+    cfg.decoder, cfg.score, cfg.attention = decoder, score, None
+    if value != "bahdanau":
+        print(f"note: model.attention: {value} is written model.decoder: {decoder} + model.score: {score} now",
+              file=sys.stderr)
+
+
+# model.attention's values -> (model.decoder, model.score). Luong's "concat" score is Bahdanau's additive one.
+ATTENTION_ALIASES = {"bahdanau": ("bahdanau", "additive"), "luong_dot": ("luong", "dot"),
+                     "luong_general": ("luong", "general"), "luong_concat": ("luong", "additive")}
+
+
+def _check_applies(cfg: ModelConfig) -> None:
+    """Refuse a model key that the chosen model type (or score, or decoder) does not read."""
+    from attnmt.models.registry import MODELS, model_class, score_class
+
+    cls = model_class(cfg.type)
+    for f in dataclasses.fields(cfg):
+        if f.name in cls.config_keys or f.name == "attention" or getattr(cfg, f.name) == f.default:
+            continue
+        users = [name for name, other in MODELS.items() if f.name in other.config_keys]
+        raise UserError(f"config: model.{f.name} applies to {' and '.join(users) or 'no model type'}, not "
+                        f"{cfg.type}: remove it")
+    if "score" in cls.config_keys:
+        score_class(cfg.score)
+        if cfg.attn_size is not None and cfg.score != "additive":
+            raise UserError(f"config: model.attn_size applies to score additive, not {cfg.score}: remove it")
+    if cfg.input_feeding and cfg.decoder != "luong":
+        raise UserError("config: model.input_feeding applies to decoder luong, not bahdanau: remove it or set "
+                        "model.decoder: luong")
 
 
 @dataclass

@@ -13,10 +13,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from attnmt.config import Config, DataConfig, DecodeConfig, ModelConfig, TrainConfig
+from attnmt.config import Config, DataConfig, DecodeConfig, TrainConfig
 from attnmt.data.synthetic import make_splits, write_corpus
 from attnmt.errors import UserError
 from attnmt.evaluate import LengthBucket, bleu_by_length, corpus_scores, format_table
+from attnmt.models import model_config
 from attnmt.train import train, training_summary
 from attnmt.translator import Translator, load
 
@@ -62,9 +63,8 @@ def demo_config(model_type: str, data_dir: Path, s: DemoSettings) -> Config:
             valid_src=str(data_dir / "valid.src"), valid_tgt=str(data_dir / "valid.tgt"),
             tokenizer="word", max_len=2 * s.max_len + 20,
         ),
-        model=ModelConfig(type=model_type, cell=s.cells[model_type],
-                          emb_size=s.emb_size, hidden_size=s.hidden_size, attn_size=s.attn_size, dropout=0.0,
-                          reverse_source=True),
+        model=model_config(model_type, cell=s.cells[model_type], emb_size=s.emb_size, hidden_size=s.hidden_size,
+                           attn_size=s.attn_size, dropout=0.0, reverse_source=True),
         train=TrainConfig(seed=s.seed, batch_tokens=s.batch_tokens, lr=s.lr[model_type], max_steps=s.steps[model_type],
                           valid_every=400, valid_bleu_sample=0, threads=1,
                           early_stopping_patience=100, scheduler="cosine", warmup_steps=0, log_every=25,

@@ -71,6 +71,16 @@ class Translator:
     def model_type(self) -> str:
         return self.config.model.type
 
+    @property
+    def has_attention(self) -> bool:
+        """Whether the model attends over the source (a capability the model class declares)."""
+        return bool(getattr(self.model, "has_attention", False))
+
+    @property
+    def has_heads(self) -> bool:
+        """Whether the model's attention has layers and heads to choose from (the Transformer's)."""
+        return bool(getattr(self.model, "has_heads", False))
+
     @torch.inference_mode()
     def translate(self, sentences: list[str], beam: int | None = None, n_best: int = 1,
                   length_penalty: float | None = None, batch_tokens: int = 2000,

@@ -143,7 +143,7 @@ def main() -> int:
     parser.add_argument("--enc-hidden", type=int, default=128,
                         help="encoder LSTM size per direction (128: OpenNMT-py's brnn with hidden_size 256)")
     parser.add_argument("--model", action="append", default=[], metavar="KEY=VALUE",
-                        help="a model setting to change, e.g. attention=luong_concat (YAML value)")
+                        help="a model setting to change, e.g. decoder=luong (YAML value)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "auto"], help="train.precision")
     parser.add_argument("--out", help="JSON result path (default benchmarks/results/rnn256.json)")
@@ -205,7 +205,7 @@ def main() -> int:
     payload = {
         "recipe": "rnn-256 of ../shared/peers (see this script's docstring)",
         "model": {"enc_hidden_size_per_direction": config.model.enc_hidden_size, "hidden_size": config.model.hidden_size,
-                  "emb_size": config.model.emb_size, "attention": config.model.attention,
+                  "emb_size": config.model.emb_size, "decoder": config.model.decoder, "score": config.model.score,
                   "input_feeding": config.model.input_feeding},
         "training": {"seconds": config.train.max_time_s, "threads": config.train.threads, "steps": summary["steps"],
                      "epochs": summary.get("epochs"), "parameters": parameters, "reused": args.reuse,

@@ -10,7 +10,8 @@ import torch
 # Tiny models are fastest on one thread, and a second thread only competes with other processes.
 torch.set_num_threads(1)
 
-from attnmt.config import Config, DataConfig, DecodeConfig, ModelConfig, TrainConfig
+from attnmt.config import Config, DataConfig, DecodeConfig, TrainConfig
+from attnmt.models import model_config
 from tests.ci_skips import pytest_make_collect_report, pytest_runtest_makereport  # noqa: F401 (CI=true: skips fail)
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -23,8 +24,8 @@ def tiny_config(data_dir: Path, model_type: str = "rnnsearch", **train) -> Confi
         data=DataConfig(train_src=str(data_dir / "train.src"), train_tgt=str(data_dir / "train.tgt"),
                         valid_src=str(data_dir / "valid.src"), valid_tgt=str(data_dir / "valid.tgt"),
                         tokenizer="word", max_len=30),
-        model=ModelConfig(type=model_type, emb_size=32, hidden_size=48, dropout=0.1, reverse_source=True,
-                          d_model=32, n_heads=2, ff_size=64, enc_layers=1, dec_layers=1),
+        model=model_config(model_type, emb_size=32, hidden_size=48, dropout=0.1, reverse_source=True,
+                               d_model=32, n_heads=2, ff_size=64, enc_layers=1, dec_layers=1),
         train=TrainConfig(**{"seed": 3, "batch_tokens": 400, "lr": 0.005, "max_steps": 120, "valid_every": 40,
                              "valid_bleu_sample": 20, "log_every": 10, "progress": False, "tensorboard": False,
                              "scheduler": "none", "threads": 1, **train}),

@@ -10,13 +10,21 @@ import numpy as np
 import pytest
 import torch
 
-from attnmt.align import (METHODS, SYMMETRIZATIONS, WordAttention, grow_diag_final_and, links_from_attention,
-                          parse_links, read_links, symmetrize)
+from attnmt.align import (
+    METHODS,
+    SYMMETRIZATIONS,
+    WordAttention,
+    grow_diag_final_and,
+    links_from_attention,
+    parse_links,
+    read_links,
+    symmetrize,
+)
 from attnmt.align.extract import shifted_rows
-from attnmt.cli import ALIGN_METHODS, SYMMETRIZATIONS as CLI_SYMMETRIZATIONS, main
-from attnmt.config import ModelConfig
+from attnmt.cli import ALIGN_METHODS, main
+from attnmt.cli import SYMMETRIZATIONS as CLI_SYMMETRIZATIONS
 from attnmt.errors import UserError
-from attnmt.models import build_model
+from attnmt.models import build_model, model_config
 
 
 def test_cli_choices_are_the_library_ones():
@@ -73,14 +81,15 @@ def _first_changed_row(model, position: int) -> int:
 
 
 @pytest.mark.parametrize("kw, lag", [
-    (dict(type="rnnsearch", attention="bahdanau"), 1),
-    (dict(type="rnnsearch", attention="luong_general", input_feeding=True), 0),
-    (dict(type="rnnsearch", attention="luong_dot"), 0),
+    (dict(type="rnnsearch", decoder="bahdanau"), 1),
+    (dict(type="rnnsearch", decoder="luong", score="general", input_feeding=True), 0),
+    (dict(type="rnnsearch", decoder="luong", score="dot"), 0),
     (dict(type="transformer", d_model=16, n_heads=2, ff_size=32, enc_layers=1, dec_layers=2), 0),
 ], ids=["bahdanau", "luong-feed", "luong-dot", "transformer"])
 def test_query_lag_is_where_the_attention_first_reads_an_input(kw, lag):
     torch.manual_seed(0)
-    model = build_model(ModelConfig(emb_size=8, hidden_size=16, dropout=0.0, **kw), 20, 30).eval()
+    kw = dict(kw)
+    model = build_model(model_config(kw.pop("type"), emb_size=8, hidden_size=16, dropout=0.0, **kw), 20, 30).eval()
     assert model.query_lag == lag
     for position in (1, 3):
         # y_t is the input at position t + 1; its first reader is the row the shift method takes for y_t
@@ -128,9 +137,9 @@ def test_read_links_names_file_and_line(tmp_path):
 
 
 def test_train_with_a_bad_links_file_is_one_line_exit_2(tiny_corpus, tmp_path, capsys):
-    from attnmt.config import config_to_dict
     import yaml
 
+    from attnmt.config import config_to_dict
     from tests.conftest import tiny_config
 
     lines = (tiny_corpus / "train.src").read_text(encoding="utf-8").splitlines()

@@ -11,9 +11,11 @@ from hypothesis import strategies as st
 from torch import Tensor, nn
 
 from attnmt import attention as ref
+from attnmt.models import SCORES
 from attnmt.models.attention import (
     AdditiveAttention,
-    LuongAttention,
+    DotAttention,
+    GeneralAttention,
     MultiHeadAttention,
     causal_mask,
     masked_softmax,
@@ -58,7 +60,7 @@ def check_weights(alpha: Tensor, mask: Tensor) -> None:
     assert torch.all(alpha[~real_rows] == 0)
 
 
-# --- AdditiveAttention and LuongAttention --------------------------------------------------------
+# --- The scores: additive, dot, general -----------------------------------------------------------
 
 
 @PROPERTY
@@ -81,19 +83,20 @@ def test_additive_attention_equals_reference(p: dict) -> None:
 
 
 @PROPERTY
-@given(problem(same_size=True), st.sampled_from(LuongAttention.METHODS))
-def test_luong_attention_equals_reference(p: dict, method: str) -> None:
+@given(problem(same_size=True), st.sampled_from(["dot", "general", "additive"]))
+def test_luong_scores_equal_reference(p: dict, score: str) -> None:
+    """Luong et al. (2015) eq. 8: dot, general, and concat (which is the additive score)."""
     torch.manual_seed(0)
     Dq, Dk, attn = p["sizes"]
-    module = LuongAttention(Dq, Dk, method, attn if method == "concat" else None)
+    module = SCORES[score](Dq, Dk, attn)
     context, alpha = module(p["query"], p["keys"], p["values"], p["mask"])
     q, k = np_(p["query"]), np_(p["keys"])
-    if method == "dot":
+    if score == "dot":
         e = ref.dot_scores(q, k)
-    elif method == "general":
+    elif score == "general":
         e = ref.general_scores(q, k, np_(module.W_a.weight))
-    else:  # concat: v_a^T tanh(W_a [q; k]) with W_a = [W_q | W_k]
-        e = ref.additive_scores(q, k, np_(module.W_q.weight), np_(module.W_k.weight), np_(module.v_a.weight[0]))
+    else:  # concat: v_a^T tanh(W_a [q; k]) with W_a = [W_s | W_h]
+        e = ref.additive_scores(q, k, np_(module.W_s.weight), np_(module.W_h.weight), np_(module.v.weight[0]))
     expected_context, expected_alpha = reference_context(e, p["values"], p["mask"])
     np.testing.assert_allclose(np_(alpha), expected_alpha, atol=ATOL)
     np.testing.assert_allclose(np_(context), expected_context, atol=ATOL)
@@ -102,26 +105,32 @@ def test_luong_attention_equals_reference(p: dict, method: str) -> None:
     assert torch.equal(context, context2)
 
 
-def test_luong_general_and_concat_allow_different_query_and_key_sizes() -> None:
+def test_general_and_additive_allow_different_query_and_key_sizes() -> None:
     q, k, mask = torch.randn(2, 3), torch.randn(2, 4, 5), torch.ones(2, 4, dtype=torch.bool)
-    for method in ("general", "concat"):
-        context, alpha = LuongAttention(3, 5, method)(q, k, k, mask)
+    for module in (GeneralAttention(3, 5), AdditiveAttention(3, 5, 6)):
+        context, alpha = module(q, k, k, mask)
         assert context.shape == (2, 5) and alpha.shape == (2, 4)
 
 
-def test_luong_rejects_bad_arguments() -> None:
-    with pytest.raises(ValueError, match="method"):
-        LuongAttention(4, 4, "bilinear")
+def test_dot_score_needs_equal_sizes_and_registry_names_the_scores() -> None:
     with pytest.raises(ValueError, match="query_size == key_size"):
-        LuongAttention(4, 5, "dot")
-    with pytest.raises(ValueError, match="attn_size"):
-        LuongAttention(4, 4, "general", attn_size=8)
+        DotAttention(4, 5)
+    assert {"additive", "dot", "general"} <= set(SCORES)
+    assert SCORES["dot"].same_size and not SCORES["general"].same_size
+
+
+def test_older_luong_concat_weights_load_into_the_additive_score() -> None:
+    """Model folders saved when Luong's concat score had its own module keep loading."""
+    module = AdditiveAttention(3, 5, 6)
+    old = {"W_q.weight": torch.randn(6, 3), "W_k.weight": torch.randn(6, 5), "v_a.weight": torch.randn(1, 6)}
+    module.load_state_dict(dict(old))
+    assert torch.equal(module.W_s.weight, old["W_q.weight"]) and torch.equal(module.v.weight, old["v_a.weight"])
 
 
 def test_fully_masked_row_gives_zero_context_and_finite_gradients() -> None:
     torch.manual_seed(0)
     mask = torch.tensor([[True, True, False], [False, False, False]])
-    for module in (AdditiveAttention(3, 3, 4), LuongAttention(3, 3, "dot"), LuongAttention(3, 3, "concat")):
+    for module in (AdditiveAttention(3, 3, 4), DotAttention(3, 3), GeneralAttention(3, 3)):
         query = torch.randn(2, 3, requires_grad=True)
         keys = torch.randn(2, 3, 3, requires_grad=True)
         context, alpha = module(query, keys, keys, mask)
@@ -341,7 +350,7 @@ def test_gradcheck_float64() -> None:
     query = torch.randn(B, D, dtype=torch.float64, requires_grad=True)
     keys = torch.randn(B, S, D, dtype=torch.float64, requires_grad=True)
     values = torch.randn(B, S, 3, dtype=torch.float64, requires_grad=True)
-    modules = [AdditiveAttention(D, D, 5)] + [LuongAttention(D, D, m) for m in LuongAttention.METHODS]
+    modules = [AdditiveAttention(D, D, 5), DotAttention(D, D), GeneralAttention(D, D)]
     for module in modules:
         module.double()
         assert torch.autograd.gradcheck(

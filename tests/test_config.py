@@ -1,5 +1,6 @@
 """Config loading: types, ranges, unknown keys, overrides, relative paths."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -84,3 +85,32 @@ def test_shipped_configs_load_and_name_their_languages(path):
         value = getattr(config.data, split)
         assert value is None or f".{lang}." in Path(value).name or value.endswith(".tsv.gz"), (split, value)
     build_model(config.model, 100, 100)
+
+
+@pytest.mark.parametrize("model, message", [
+    ("type: transformer\n  input_feeding: true", "model.input_feeding applies to rnnsearch, not transformer"),
+    ("type: transformer\n  cell: gru", "model.cell applies to seq2seq and rnnsearch, not transformer"),
+    ("type: rnnsearch\n  reverse_source: true", "model.reverse_source applies to seq2seq, not rnnsearch"),
+    ("type: seq2seq\n  score: dot", "model.score applies to rnnsearch, not seq2seq"),
+    ("score: dot\n  attn_size: 8", "model.attn_size applies to score additive, not dot"),
+    ("input_feeding: true", "model.input_feeding applies to decoder luong, not bahdanau"),
+    ("score: dott", "model.score='dott' is unknown; did you mean 'dot'?"),
+    ("type: rnnsearh", "model.type='rnnsearh' is unknown; did you mean 'rnnsearch'?"),
+    ("attention: luong_dot\n  decoder: bahdanau\n  score: general", "means model.score: dot, but model.score is"),
+])
+def test_a_key_the_model_does_not_read_is_refused(tmp_path, model, message):
+    path = tmp_path / "c.yaml"
+    path.write_text(f"model:\n  {model}\n", encoding="utf-8")
+    with pytest.raises(UserError, match=re.escape(message)):
+        load_config(path)
+
+
+def test_the_older_attention_key_is_read_as_decoder_and_score(tmp_path, capsys):
+    path = tmp_path / "c.yaml"
+    for old, decoder, score in [("bahdanau", "bahdanau", "additive"), ("luong_dot", "luong", "dot"),
+                                ("luong_general", "luong", "general"), ("luong_concat", "luong", "additive")]:
+        path.write_text(f"model:\n  attention: {old}\n", encoding="utf-8")
+        model = load_config(path).model
+        assert (model.decoder, model.score, model.attention) == (decoder, score, None)
+        note = capsys.readouterr().err
+        assert (f"model.decoder: {decoder} + model.score: {score}" in note) == (old != "bahdanau")

@@ -74,8 +74,8 @@ def test_served_models_can_be_int8(tiny_model):
 
 @pytest.mark.parametrize("model_type,model_settings", [
     ("seq2seq", {}), ("transformer", {}),
-    ("rnnsearch", {"attention": "luong_concat", "input_feeding": True}),
-    ("rnnsearch", {"attention": "luong_general", "dec_layers": 2}),  # the RNN's input: the word alone
+    ("rnnsearch", {"decoder": "luong", "score": "additive", "input_feeding": True}),
+    ("rnnsearch", {"decoder": "luong", "score": "general", "dec_layers": 2}),  # the RNN's input: the word alone
 ])
 def test_every_model_type_decodes_in_int8(model_type, model_settings, tiny_corpus, tmp_path):
     from attnmt.train import train

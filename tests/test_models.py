@@ -5,7 +5,7 @@ import torch
 
 from attnmt.config import ModelConfig
 from attnmt.errors import UserError
-from attnmt.models import build_model
+from attnmt.models import build_model, model_config
 from attnmt.models.seq2seq import reverse_padded
 
 SRC = torch.tensor([[5, 6, 7, 8, 9], [10, 11, 12, 0, 0]])
@@ -17,16 +17,16 @@ VARIANTS = [
     dict(type="seq2seq", cell="gru", reverse_source=False),
     dict(type="rnnsearch"),
     dict(type="rnnsearch", cell="gru", enc_layers=2, dec_layers=2, tie_embeddings=True),
-    dict(type="rnnsearch", attention="luong_dot"),
-    dict(type="rnnsearch", attention="luong_general", input_feeding=True),
-    dict(type="rnnsearch", attention="luong_concat", attn_size=12),
+    dict(type="rnnsearch", decoder="luong", score="dot"),
+    dict(type="rnnsearch", decoder="luong", score="general", input_feeding=True),
+    dict(type="rnnsearch", decoder="luong", score="additive", attn_size=12),
     dict(type="rnnsearch", enc_hidden_size=8),  # OpenNMT's brnn: half the decoder's size per direction
 ]
 
 
 def make(**kw):
     torch.manual_seed(0)
-    cfg = ModelConfig(emb_size=8, hidden_size=16, dropout=0.0, **kw)
+    cfg = model_config(kw.pop("type", "rnnsearch"), emb_size=8, hidden_size=16, dropout=0.0, **kw)
     return build_model(cfg, 20, 30).eval()
 
 

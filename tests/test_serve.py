@@ -172,7 +172,7 @@ BAD_REQUESTS = [
     ({"text": SENTENCE, "attention": "yes"}, 422, "attention", "boolean"),
     ({"text": SENTENCE, "model": 1}, 422, "model", "string"),
     ({"text": SENTENCE, "beem": 3}, 422, "beem", "unknown field"),
-    ({"text": SENTENCE, "attention_heads": True}, 422, "attention_heads", "only transformer"),
+    ({"text": SENTENCE, "attention_heads": True}, 422, "attention_heads", "only models with attention heads"),
     ({}, 422, "text", "exactly one"),
     ({"text": SENTENCE, "texts": [SENTENCE]}, 422, "text", "exactly one"),
     ([SENTENCE], 422, "body", "JSON object"),

@@ -17,9 +17,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnmt.models.registry import register_score
+
 __all__ = [
     "AdditiveAttention",
-    "LuongAttention",
+    "Attention",
+    "DotAttention",
+    "GeneralAttention",
     "MultiHeadAttention",
     "causal_mask",
     "masked_softmax",
@@ -70,11 +74,59 @@ def _context(alpha: Tensor, values: Tensor) -> Tensor:
     return torch.bmm(alpha.unsqueeze(1), values).squeeze(1)
 
 
-class AdditiveAttention(nn.Module):
-    """Bahdanau et al. (2014), eq. 6: e_ij = v^T tanh(W_s s_{i-1} + W_h h_j)."""
+class Attention(nn.Module):
+    """Attention over the annotations h_j with a pluggable score (Bahdanau et al. 2014, eq. 5-6):
+
+        e_ij = score(s, h_j),   alpha_ij = softmax_j(e_ij),   c_i = sum_j alpha_ij h_j
+
+    `s` is the decoder's query: s_{i-1} in Bahdanau's order, s_i in Luong's. A score subclass
+    provides `project_keys` (the part of the score that does not depend on the query, computed once
+    per sentence) and `score` (e for one query); registered with
+    :func:`attnmt.models.registry.register_score`, it becomes `model.score: NAME`.
+    """
+
+    same_size = False  # True when the score needs the query exactly as wide as the keys
 
     def __init__(self, query_size: int, key_size: int, attn_size: int) -> None:
         super().__init__()
+
+    def project_keys(self, keys: Tensor) -> Tensor:
+        """The query-independent part of the score for all j: [B,S,Dk] -> [B,S,*]."""
+        return keys
+
+    def score(self, query: Tensor, projected_keys: Tensor) -> Tensor:
+        """e [B,S] for query [B,Dq] and the output of :meth:`project_keys`."""
+        raise NotImplementedError(f"{type(self).__name__} must define score(query, projected_keys)")
+
+    def forward(
+        self,
+        query: Tensor,
+        keys: Tensor,
+        values: Tensor,
+        mask: Tensor,
+        projected_keys: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        """Context c_i [B,Dv] and weights alpha_i [B,S] for a query [B,Dq].
+
+        keys [B,S,Dk], values [B,S,Dv], mask [B,S] (True = real). Pass ``projected_keys`` from
+        :meth:`project_keys` to skip recomputing the key side at every decoder step.
+        """
+        if projected_keys is None:
+            projected_keys = self.project_keys(keys)
+        e = self.score(query, projected_keys)
+        alpha = masked_softmax(e, mask)
+        return _context(alpha, values), alpha
+
+
+@register_score("additive")
+class AdditiveAttention(Attention):
+    """Bahdanau et al. (2014), eq. 6: e_ij = v^T tanh(W_s s_{i-1} + W_h h_j).
+
+    Luong et al. (2015) call the same score "concat": v_a^T tanh(W_a [h_t; h_s]), with W_a = [W_s | W_h].
+    """
+
+    def __init__(self, query_size: int, key_size: int, attn_size: int) -> None:
+        super().__init__(query_size, key_size, attn_size)
         # No biases, as in the paper (appendix A.1.2: W_a, U_a, v_a); the NumPy reference agrees.
         self.W_s = nn.Linear(query_size, attn_size, bias=False)
         self.W_h = nn.Linear(key_size, attn_size, bias=False)
@@ -84,74 +136,45 @@ class AdditiveAttention(nn.Module):
         """W_h h_j for all j: [B,S,Dk] -> [B,S,A]. Independent of i, so compute it once per sentence."""
         return self.W_h(keys)
 
-    def forward(
-        self,
-        query: Tensor,
-        keys: Tensor,
-        values: Tensor,
-        mask: Tensor,
-        projected_keys: Tensor | None = None,
-    ) -> tuple[Tensor, Tensor]:
-        """Context c_i [B,Dv] and weights alpha_i [B,S] (eq. 5-6) for query s_{i-1} [B,Dq].
+    def score(self, query: Tensor, projected_keys: Tensor) -> Tensor:
+        return _additive_scores(self.W_s(query), projected_keys, self.v.weight[0])
 
-        keys [B,S,Dk], values [B,S,Dv], mask [B,S] (True = real). Pass ``projected_keys`` from
-        :meth:`project_keys` to skip recomputing W_h h_j at every decoder step.
-        """
-        if projected_keys is None:
-            projected_keys = self.project_keys(keys)
-        e = _additive_scores(self.W_s(query), projected_keys, self.v.weight[0])  # [B,S]
-        alpha = masked_softmax(e, mask)
-        return _context(alpha, values), alpha
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # Models saved when Luong's concat score had its own module name its weights W_q, W_k, v_a.
+        for old, new in (("W_q", "W_s"), ("W_k", "W_h"), ("v_a", "v")):
+            if prefix + old + ".weight" in state_dict:
+                state_dict[prefix + new + ".weight"] = state_dict.pop(prefix + old + ".weight")
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
 
-class LuongAttention(nn.Module):
-    """Luong et al. (2015), eq. 8: score(h_t, h_s) = h_t^T h_s | h_t^T W_a h_s | v_a^T tanh(W_a [h_t; h_s])."""
+@register_score("dot")
+class DotAttention(Attention):
+    """Luong et al. (2015), eq. 8: score(h_t, h_s) = h_t^T h_s (no parameters)."""
 
-    METHODS = ("dot", "general", "concat")
+    same_size = True
 
-    def __init__(self, query_size: int, key_size: int, method: str = "dot", attn_size: int | None = None) -> None:
-        super().__init__()
-        if method not in self.METHODS:
-            raise ValueError(f"LuongAttention method must be one of {self.METHODS}, got {method!r}")
-        if method == "dot" and query_size != key_size:
-            raise ValueError(f"'dot' attention needs query_size == key_size, got {query_size} != {key_size}")
-        if method != "concat" and attn_size is not None:
-            raise ValueError(f"attn_size only applies to method='concat', not {method!r}")
-        self.method = method
-        if method == "general":
-            self.W_a = nn.Linear(key_size, query_size, bias=False)
-        elif method == "concat":
-            attn_size = query_size if attn_size is None else attn_size
-            # W_a [h_t; h_s] == W_q h_t + W_k h_s: splitting W_a lets the key half be precomputed.
-            self.W_q = nn.Linear(query_size, attn_size, bias=False)
-            self.W_k = nn.Linear(key_size, attn_size, bias=False)
-            self.v_a = nn.Linear(attn_size, 1, bias=False)
+    def __init__(self, query_size: int, key_size: int, attn_size: int | None = None) -> None:
+        super().__init__(query_size, key_size, attn_size)
+        if query_size != key_size:
+            raise ValueError(f"the 'dot' score needs query_size == key_size, got {query_size} != {key_size}")
+
+    def score(self, query: Tensor, projected_keys: Tensor) -> Tensor:
+        return torch.bmm(projected_keys, query.unsqueeze(-1)).squeeze(-1)
+
+
+@register_score("general")
+class GeneralAttention(DotAttention):
+    """Luong et al. (2015), eq. 8: score(h_t, h_s) = h_t^T W_a h_s."""
+
+    same_size = False
+
+    def __init__(self, query_size: int, key_size: int, attn_size: int | None = None) -> None:
+        Attention.__init__(self, query_size, key_size, attn_size)
+        self.W_a = nn.Linear(key_size, query_size, bias=False)
 
     def project_keys(self, keys: Tensor) -> Tensor:
-        """The query-independent part of the score, once per sentence: h_s | W_a h_s (general) | W_k h_s (concat)."""
-        if self.method == "general":
-            return self.W_a(keys)
-        if self.method == "concat":
-            return self.W_k(keys)
-        return keys
-
-    def forward(
-        self,
-        query: Tensor,
-        keys: Tensor,
-        values: Tensor,
-        mask: Tensor,
-        projected_keys: Tensor | None = None,
-    ) -> tuple[Tensor, Tensor]:
-        """Context c_t [B,Dv] and alignment a_t [B,S] (eq. 7-8) for query h_t [B,Dq]; shapes as AdditiveAttention."""
-        if projected_keys is None:
-            projected_keys = self.project_keys(keys)
-        if self.method == "concat":
-            e = _additive_scores(self.W_q(query), projected_keys, self.v_a.weight[0])
-        else:  # dot and general: h_t^T (projected h_s)
-            e = torch.bmm(projected_keys, query.unsqueeze(-1)).squeeze(-1)
-        alpha = masked_softmax(e, mask)
-        return _context(alpha, values), alpha
+        """W_a h_s for all s, once per sentence."""
+        return self.W_a(keys)
 
 
 def scaled_dot_product_attention(

@@ -14,8 +14,8 @@ import torch
 from torch import Tensor, nn
 
 from attnmt.data.vocab import PAD_ID
-from attnmt.models.attention import AdditiveAttention, LuongAttention
 from attnmt.models.encoders import StackedRNN
+from attnmt.models.registry import score_class
 
 
 class FixedVectorDecoder(nn.Module):
@@ -109,9 +109,10 @@ class BahdanauDecoder(_AttentionDecoderBase):
         dropout: float,
         attn_size: int,
         readout_size: int,
+        score: str = "additive",
     ):
         super().__init__(vocab_size, emb_size, enc_size, hidden_size, num_layers, dropout)
-        self.attention = AdditiveAttention(hidden_size, enc_size, attn_size)
+        self.attention = score_class(score)(hidden_size, enc_size, attn_size)
         self.rnn = StackedRNN(cell, emb_size + enc_size, hidden_size, num_layers, dropout)
         self.readout = nn.Linear(hidden_size + emb_size + enc_size, readout_size)
         self.output_size = readout_size
@@ -146,14 +147,13 @@ class LuongDecoder(_AttentionDecoderBase):
         num_layers: int,
         cell: str,
         dropout: float,
-        method: str,
+        score: str,
         attn_size: int,
         input_feeding: bool,
     ):
         super().__init__(vocab_size, emb_size, enc_size, hidden_size, num_layers, dropout)
         self.input_feeding = input_feeding
-        self.attention = LuongAttention(hidden_size, enc_size, method=method,
-                                        attn_size=attn_size if method == "concat" else None)
+        self.attention = score_class(score)(hidden_size, enc_size, attn_size)
         self.rnn = StackedRNN(cell, emb_size + (hidden_size if input_feeding else 0), hidden_size, num_layers, dropout)
         self.combine = nn.Linear(enc_size + hidden_size, hidden_size, bias=False)
         self.output_size = hidden_size

@@ -9,11 +9,16 @@ Both implement the model interface of docs/architecture.md:
 from __future__ import annotations
 
 import torch
-from torch import Tensor, nn
 import torch.nn.functional as F
+from torch import Tensor, nn
 
 from attnmt.models.decoders import BahdanauDecoder, FixedVectorDecoder, LuongDecoder
 from attnmt.models.encoders import RNNEncoder
+from attnmt.models.registry import register_model, score_class
+
+# The keys of model.* that every recurrent model reads.
+RNN_KEYS = frozenset({"type", "cell", "emb_size", "hidden_size", "enc_layers", "dec_layers", "dropout",
+                      "tie_embeddings"})
 
 
 def reverse_padded(src: Tensor, src_len: Tensor) -> Tensor:
@@ -60,11 +65,12 @@ class EncoderDecoder(nn.Module):
         return F.log_softmax(self.logits(t_i).float(), dim=-1), state, alpha
 
 
+@register_model("seq2seq")
 class Seq2Seq(EncoderDecoder):
     """Sutskever, Vinyals & Le (2014): the source is read into one fixed vector, the encoder's
     final state, from which the decoder must produce the whole translation."""
 
-    model_type = "seq2seq"
+    config_keys = RNN_KEYS | {"reverse_source", "enc_hidden_size"}
     has_attention = False  # capabilities that align, study and serve ask of a model
     has_heads = False
 
@@ -78,6 +84,13 @@ class Seq2Seq(EncoderDecoder):
         super().__init__(encoder, decoder, tgt_vocab_size, tie_embeddings)
         self.reverse_source = reverse_source
 
+    @classmethod
+    def from_config(cls, cfg, src_vocab_size: int, tgt_vocab_size: int) -> Seq2Seq:
+        """Build from a :class:`attnmt.config.ModelConfig`."""
+        return cls(src_vocab_size, tgt_vocab_size, emb_size=cfg.emb_size, hidden_size=cfg.hidden_size,
+                   enc_layers=cfg.enc_layers, dec_layers=cfg.dec_layers, cell=cfg.cell, dropout=cfg.dropout,
+                   reverse_source=cfg.reverse_source, tie_embeddings=cfg.tie_embeddings)
+
     def encode(self, src: Tensor, src_len: Tensor) -> dict[str, Tensor]:
         if self.reverse_source:
             # "we found it extremely valuable to reverse the order of the words of the input sentence"
@@ -89,33 +102,48 @@ class Seq2Seq(EncoderDecoder):
         return enc
 
 
+@register_model("rnnsearch")
 class RNNSearch(EncoderDecoder):
     """Bahdanau, Cho & Bengio (2014): a bidirectional encoder keeps one annotation h_j per source
-    word, and the decoder attends over all of them at every target step."""
+    word, and the decoder attends over all of them at every target step.
 
-    model_type = "rnnsearch"
+    Two independent choices: the decoder's order (`decoder`: Bahdanau's s_{i-1} queries before the
+    state update; Luong's s_i queries after it and feeds an attentional vector to the output) and
+    the score (`score`: a name in attnmt.models.SCORES, e.g. additive, dot, general).
+    """
+
+    config_keys = RNN_KEYS | {"enc_hidden_size", "decoder", "score", "attn_size", "input_feeding"}
     has_attention = True
     has_heads = False
 
     def __init__(self, src_vocab_size, tgt_vocab_size, emb_size, hidden_size, enc_layers, dec_layers,
-                 cell="lstm", dropout=0.0, attention="bahdanau", attn_size=None, input_feeding=False,
-                 tie_embeddings=False, enc_hidden_size=None):
+                 cell="lstm", dropout=0.0, decoder="bahdanau", score="additive", attn_size=None,
+                 input_feeding=False, tie_embeddings=False, enc_hidden_size=None):
         # The annotations h_j = [->h_j; <-h_j] are 2 * enc_hidden_size wide; the decoder state need not match.
         encoder = RNNEncoder(src_vocab_size, emb_size, enc_hidden_size or hidden_size, enc_layers, cell, True, dropout)
         enc_size = encoder.output_size
         attn_size = attn_size or hidden_size
-        if attention == "bahdanau":
+        # A score such as the dot product s^T h_j needs the decoder state as wide as the annotations.
+        dec_hidden = enc_size if score_class(score).same_size else hidden_size
+        if decoder == "bahdanau":
             if input_feeding:
-                raise ValueError("input_feeding belongs to Luong attention (attention: luong_*)")
-            decoder = BahdanauDecoder(tgt_vocab_size, emb_size, enc_size, hidden_size, dec_layers, cell,
-                                      dropout, attn_size, readout_size=emb_size)
+                raise ValueError("input_feeding belongs to Luong's order (decoder: luong)")
+            dec = BahdanauDecoder(tgt_vocab_size, emb_size, enc_size, dec_hidden, dec_layers, cell,
+                                  dropout, attn_size, readout_size=emb_size, score=score)
+        elif decoder == "luong":
+            dec = LuongDecoder(tgt_vocab_size, emb_size, enc_size, dec_hidden, dec_layers, cell, dropout,
+                               score, attn_size, input_feeding)
         else:
-            method = attention.removeprefix("luong_")
-            # The dot score s_i^T h_j needs the decoder state as wide as the annotations.
-            dec_hidden = enc_size if method == "dot" else hidden_size
-            decoder = LuongDecoder(tgt_vocab_size, emb_size, enc_size, dec_hidden, dec_layers, cell, dropout,
-                                   method, attn_size, input_feeding)
-        super().__init__(encoder, decoder, tgt_vocab_size, tie_embeddings)
+            raise ValueError(f"decoder={decoder!r} is unknown; allowed: bahdanau | luong")
+        super().__init__(encoder, dec, tgt_vocab_size, tie_embeddings)
+
+    @classmethod
+    def from_config(cls, cfg, src_vocab_size: int, tgt_vocab_size: int) -> RNNSearch:
+        """Build from a :class:`attnmt.config.ModelConfig`."""
+        return cls(src_vocab_size, tgt_vocab_size, emb_size=cfg.emb_size, hidden_size=cfg.hidden_size,
+                   enc_layers=cfg.enc_layers, dec_layers=cfg.dec_layers, cell=cfg.cell, dropout=cfg.dropout,
+                   decoder=cfg.decoder, score=cfg.score, attn_size=cfg.attn_size, input_feeding=cfg.input_feeding,
+                   tie_embeddings=cfg.tie_embeddings, enc_hidden_size=cfg.enc_hidden_size)
 
     @property
     def query_lag(self) -> int:

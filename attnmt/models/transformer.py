@@ -28,11 +28,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnmt.data.vocab import PAD_ID
 from attnmt.models.attention import MultiHeadAttention
+from attnmt.models.registry import register_model
 
 __all__ = ["Transformer", "sinusoidal_encoding"]
 
-PAD_ID = 0  # attnmt.data.vocab's fixed id of <pad> (docs/architecture.md)
 
 
 def sinusoidal_encoding(positions: Tensor, d_model: int) -> Tensor:
@@ -108,10 +109,12 @@ class DecoderLayer(nn.Module):
         return y, k, v, weights
 
 
+@register_model("transformer")
 class Transformer(nn.Module):
     """Vaswani et al. (2017): an encoder stack and a decoder stack of attention layers, no recurrence."""
 
-    model_type = "transformer"
+    config_keys = frozenset({"type", "d_model", "n_heads", "ff_size", "enc_layers", "dec_layers", "dropout",
+                             "tie_embeddings", "share_embeddings"})
     has_attention = True
     has_heads = True
     query_lag = 0  # position i's query has read its input y_{i-1} through the causal self-attention
@@ -144,7 +147,7 @@ class Transformer(nn.Module):
 
     @classmethod
     def from_config(cls, cfg, src_vocab_size: int, tgt_vocab_size: int) -> Transformer:
-        """Build from a :class:`attnmt.config.ModelConfig` (emb_size/hidden_size/cell do not apply)."""
+        """Build from a :class:`attnmt.config.ModelConfig`."""
         return cls(src_vocab_size, tgt_vocab_size, d_model=cfg.d_model, n_heads=cfg.n_heads, ff_size=cfg.ff_size,
                    enc_layers=cfg.enc_layers, dec_layers=cfg.dec_layers, dropout=cfg.dropout,
                    tie_embeddings=cfg.tie_embeddings, share_embeddings=cfg.share_embeddings)

@@ -126,12 +126,12 @@ def _resolve(request: TranslateRequest, served: Mapping[str, ServedModel], defau
     if request.n_best > beam:
         raise ApiError(422, "n_best", f"n_best={request.n_best} is larger than the beam ({beam}); "
                                       f"allowed: 1 to {beam}")
-    if request.attention_heads and model.info.model_type != "transformer":
+    if request.attention_heads and model.info.heads is None:
         raise ApiError(422, "attention_heads", f"model {model.name!r} is a {model.info.model_type} model; only "
-                                               "transformer models have per-head attention")
-    if request.alignment and model.info.model_type == "seq2seq":
-        raise ApiError(422, "alignment", f"model {model.name!r} is a seq2seq model, which has no attention to read "
-                                         "word links from")
+                                               "models with attention heads (transformer) have per-head attention")
+    if request.alignment and not model.info.has_attention:
+        raise ApiError(422, "alignment", f"model {model.name!r} is a {model.info.model_type} model, which has no "
+                                         "attention to read word links from")
     return model, texts, BatchKey(model.name, beam, request.n_best)
 
 

@@ -89,13 +89,14 @@ def served_model(name: str, translator: Translator, max_beam: int) -> ServedMode
     if not MODEL_NAME.match(name):
         raise ValueError(f"model name {name!r}: use 1 to 64 letters, digits, '.', '_' or '-'")
     config = translator.config
-    is_transformer = config.model.type == "transformer"
+    heads = translator.has_heads
     info = ModelInfo(
         name=name, src_lang=config.data.src_lang, tgt_lang=config.data.tgt_lang, model_type=config.model.type,
         parameters=sum(p.numel() for p in translator.model.parameters() if p.requires_grad),
         default_beam=min(config.decode.beam, max_beam),
-        layers=config.model.dec_layers if is_transformer else None,
-        heads=config.model.n_heads if is_transformer else None,
+        has_attention=translator.has_attention,
+        layers=config.model.dec_layers if heads else None,
+        heads=config.model.n_heads if heads else None,
         examples=example_sources(translator),
     )
     return ServedModel(name, translator, info)

@@ -111,7 +111,8 @@ class ModelInfo(BaseModel):
     name: str
     src_lang: str
     tgt_lang: str
-    model_type: Literal["seq2seq", "rnnsearch", "transformer"]
+    model_type: str = Field(description="model.type: a name in attnmt.models.MODELS (seq2seq, rnnsearch, transformer)")
+    has_attention: bool = Field(True, description="whether the model has attention (and so alignments)")
     parameters: int = Field(description="number of trainable parameters")
     default_beam: int
     layers: Optional[int] = Field(description="decoder layers with cross-attention (Transformer), else null")
