@@ -238,7 +238,7 @@ class TrainConfig:
     ema_decay: Optional[float] = None  # d: keep ema <- d * ema + (1 - d) * w, validate it, write checkpoints/ema.pt
     # plateau: decay on a validation-loss plateau; noam: warm-up then 1/sqrt(step) (Vaswani et al.);
     # cosine: warm-up then a cosine decay to min_lr at max_steps; none: constant
-    scheduler: Literal["plateau", "noam", "cosine", "none"] = "plateau"
+    scheduler: str = "plateau"  # a name in attnmt.schedulers.SCHEDULERS: plateau | noam | cosine | none
     lr_decay: float = 0.5  # plateau: multiply the learning rate by this ...
     lr_patience: int = 3  # ... after more than this many validations without improvement (torch's rule)
     min_lr: float = 1e-5
@@ -269,6 +269,9 @@ class TrainConfig:
     guided_alignment: GuidedAlignmentConfig = field(default_factory=GuidedAlignmentConfig)
 
     def __post_init__(self) -> None:
+        from attnmt.schedulers import SCHEDULERS
+
+        SCHEDULERS.lookup(self.scheduler)
         _check_range("train.batch_tokens", self.batch_tokens, 1, None)
         _check_range("train.lr", self.lr, 0.0, 10.0, inclusive_low=False)
         _check_range("train.label_smoothing", self.label_smoothing, 0.0, 0.99)

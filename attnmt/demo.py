@@ -18,7 +18,8 @@ from attnmt.data.synthetic import make_splits, write_corpus
 from attnmt.errors import UserError
 from attnmt.evaluate import LengthBucket, bleu_by_length, corpus_scores, format_table
 from attnmt.models import model_config
-from attnmt.train import train, training_summary
+from attnmt.runlog import training_summary
+from attnmt.train import train
 from attnmt.translator import Translator, load
 
 

@@ -91,7 +91,7 @@ def cmd_prepare(args) -> None:
 def _model_facts(model_dir: Path, beam: int) -> dict:
     """Training time and steps from the model folder's log; BLEU (beam ``beam``) on its held-out test set."""
     from attnmt.evaluate import evaluate_translator
-    from attnmt.train import training_summary
+    from attnmt.runlog import training_summary
     from attnmt.translator import load
 
     summary = training_summary(model_dir)

@@ -35,9 +35,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import tokenize_lowercase, write_result  # noqa: E402
-
 import torch  # noqa: E402
+from common import tokenize_lowercase, write_result  # noqa: E402
 
 from attnmt.config import config_from_dict  # noqa: E402
 from attnmt.evaluate import corpus_scores  # noqa: E402
@@ -94,7 +93,7 @@ def flops_per_target_token(translator, data: Path) -> float:
     from torch.utils.flop_counter import FlopCounterMode
 
     from attnmt.data.batching import collate
-    from attnmt.train import nll_loss
+    from attnmt.loss import nll_loss
 
     src = (data / "train.de").read_text(encoding="utf-8").splitlines()[:64]
     tgt = (data / "train.en").read_text(encoding="utf-8").splitlines()[:64]
@@ -163,7 +162,8 @@ def main() -> int:
             for name, dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16))}
     print(f"matrix products on {args.device} ({args.threads} CPU threads): {peak} GFLOP/s", flush=True)
 
-    from attnmt.train import train, training_summary
+    from attnmt.runlog import training_summary
+    from attnmt.train import train
     from attnmt.translator import load, model_config
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -25,7 +25,7 @@ from common import tokenize_lowercase, write_result  # noqa: E402
 from attnmt.config import load_config  # noqa: E402
 from attnmt.data.corpus import read_parallel  # noqa: E402
 from attnmt.evaluate import bleu_by_length, corpus_scores  # noqa: E402
-from attnmt.train import training_summary  # noqa: E402
+from attnmt.runlog import training_summary  # noqa: E402
 
 
 def main() -> int:

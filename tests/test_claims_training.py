@@ -15,7 +15,8 @@ import attnmt
 import attnmt.train
 from attnmt.checkpoint import load_checkpoint
 from attnmt.data.vocab import BOS_ID, EOS_ID, PAD_ID
-from attnmt.train import nll_loss, train
+from attnmt.loss import nll_loss
+from attnmt.train import train
 from tests.conftest import tiny_config
 
 

@@ -11,8 +11,9 @@ import yaml
 from attnmt.checkpoint import load_checkpoint
 from attnmt.config import config_to_dict
 from attnmt.data.dataset import encode_pairs, load_processors, read_split
+from attnmt.data.loading import batch_of, make_batches
+from attnmt.loss import nll_loss
 from attnmt.models import build_model
-from attnmt.train import batch_of, make_batches, nll_loss
 from tests.conftest import tiny_config
 
 STEPS = 3

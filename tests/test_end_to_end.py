@@ -7,7 +7,8 @@ import torch
 
 import attnmt
 from attnmt.checkpoint import load_checkpoint
-from attnmt.train import train, training_summary
+from attnmt.runlog import training_summary
+from attnmt.train import train
 from tests.conftest import tiny_config
 
 

@@ -44,3 +44,21 @@ def test_a_new_attention_score_registers_trains_and_translates(tiny_corpus, tmp_
         assert result.state.step == 30
     finally:
         SCORES.pop("scaled_cosine", None)
+
+
+def test_a_new_scheduler_registers_and_trains(tiny_corpus, tmp_path):
+    from attnmt.schedulers import SCHEDULERS
+
+    # Step 1: a function (optimizer, train config) -> torch scheduler, registered under a name.
+    @SCHEDULERS.register("halving")
+    def halving(optimizer, t):
+        """Halve the learning rate every 10 updates."""
+        return torch.optim.lr_scheduler.StepLR(optimizer, step_size=10, gamma=0.5)
+
+    try:
+        # Step 2: name it in the config (train.scheduler).
+        config = tiny_config(tiny_corpus, max_steps=30, valid_every=15, scheduler="halving", lr=0.004)
+        result = train(config, tmp_path / "model", quiet=True)
+        assert [round(h["lr"], 6) for h in result.history] == [0.002, 0.0005]  # after 15 and 30 updates
+    finally:
+        SCHEDULERS.pop("halving", None)

@@ -16,12 +16,14 @@ import pytest
 import torch
 import yaml
 
+import attnmt.loss as loss_module
 import attnmt.train as train_module
 from attnmt.checkpoint import load_checkpoint, save_checkpoint
 from attnmt.cli import main
 from attnmt.config import config_to_dict
 from attnmt.errors import UserError
-from attnmt.train import graceful_stop, train
+from attnmt.runlog import graceful_stop
+from attnmt.train import train
 from tests.conftest import tiny_config
 
 STEPS = 24
@@ -57,7 +59,7 @@ def assert_same_end(a_dir, b_dir):
 
 def patch_training_loss(monkeypatch, at_call: int, action):
     """Run `action()` when the training loss of the at_call-th training batch is computed."""
-    original = train_module.nll_loss
+    original = loss_module.nll_loss
     calls = {"n": 0}
 
     def patched(logits, tgt_out, *args, **kwargs):
@@ -68,7 +70,7 @@ def patch_training_loss(monkeypatch, at_call: int, action):
                 return action(loss)
         return loss
 
-    monkeypatch.setattr(train_module, "nll_loss", patched)
+    monkeypatch.setattr(loss_module, "nll_loss", patched)
 
 
 # --- atomic checkpoints ----------------------------------------------------------------------------

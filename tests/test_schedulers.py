@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from attnmt.config import Config, TrainConfig
-from attnmt.train import make_scheduler
+from attnmt.schedulers import make_scheduler
 
 
 def lrs(scheduler_name, steps, **train):
@@ -40,3 +40,10 @@ def test_noam_peaks_at_lr_after_warmup():
     seen = lrs("noam", 400, lr=2e-3, warmup_steps=100)
     assert max(seen) == pytest.approx(2e-3) and seen.index(max(seen)) == 100
     assert seen[400] == pytest.approx(2e-3 * math.sqrt(100 / 400))
+
+
+def test_an_unknown_scheduler_names_the_closest_one():
+    from attnmt.errors import UserError
+
+    with pytest.raises(UserError, match=r"train.scheduler='cosin' is unknown; did you mean 'cosine'\?"):
+        TrainConfig(scheduler="cosin")

@@ -12,11 +12,13 @@ import attnmt.evaluate
 from attnmt.accumulate import accumulate_gradients
 from attnmt.checkpoint import load_checkpoint
 from attnmt.data.dataset import encode_pairs, load_processors, read_split
+from attnmt.data.loading import batch_of, make_batches
 from attnmt.distributed import World
 from attnmt.evaluate import Scores
+from attnmt.loss import nll_loss, validation_loss
 from attnmt.models import build_model
 from attnmt.optim import make_optimizer
-from attnmt.train import batch_of, make_batches, nll_loss, train, validation_loss
+from attnmt.train import train
 from tests.conftest import tiny_config
 from tests.test_cli import run
 from tests.test_reliability import assert_same_end, patch_training_loss, small_config

@@ -1,0 +1,52 @@
+"""The training objective: the summed cross-entropy of a batch, plus guided alignment's loss.
+
+Losses are sums over target tokens; the training loop divides by the tokens of the whole
+(accumulated, distributed) batch, so that the gradient is that of the mean over one global batch.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from attnmt.config import Config
+from attnmt.data.batching import Batch
+from attnmt.data.dataset import ParallelData
+from attnmt.data.loading import batch_of, make_batches
+from attnmt.data.vocab import PAD_ID
+from attnmt.guidance import alignment_loss, guidance_matrix
+
+
+def step_loss(trained: nn.Module, batch: Batch, data: ParallelData, config: Config) -> tuple[Tensor, Tensor | None]:
+    """The summed translation loss of a batch and, under guided alignment, the summed alignment loss."""
+    t = config.train
+    guided = t.guided_alignment
+    if data.guidance is None or guided.weight == 0:
+        logits, _ = trained(batch.src, batch.src_len, batch.tgt_in)
+        return nll_loss(logits, batch.tgt_out, t.label_smoothing), None
+    chosen = {"layer": -1 if guided.layer is None else guided.layer, "head": guided.head}
+    has_heads = getattr(trained, "module", trained).has_heads  # under DDP, the wrapped model's capability
+    logits, alpha = trained(batch.src, batch.src_len, batch.tgt_in, **(chosen if has_heads else {}))
+    G = guidance_matrix([data.guidance[i] for i in batch.index.tolist()], alpha.size(2), alpha.size(1), alpha.device)
+    return nll_loss(logits, batch.tgt_out, t.label_smoothing), alignment_loss(alpha, G)
+
+
+def nll_loss(logits: torch.Tensor, tgt_out: torch.Tensor, label_smoothing: float = 0.0) -> torch.Tensor:
+    """Summed cross-entropy over the real (unpadded) target tokens."""
+    return F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), tgt_out.reshape(-1), ignore_index=PAD_ID,
+                           reduction="sum", label_smoothing=label_smoothing)
+
+
+@torch.no_grad()
+def validation_loss(model: nn.Module, data: ParallelData, config: Config, device: torch.device) -> float:
+    """Mean per-token cross-entropy (no label smoothing) on a whole split."""
+    model.eval()
+    total, tokens = 0.0, 0
+    for indices in make_batches(data, config, shuffle=False, epoch=0):
+        batch = batch_of(data, indices, device)
+        logits, _ = model(batch.src, batch.src_len, batch.tgt_in)
+        total += nll_loss(logits, batch.tgt_out).item()
+        tokens += batch.n_tgt_tokens
+    model.train()
+    return total / max(tokens, 1)
