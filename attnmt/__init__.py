@@ -8,7 +8,7 @@ __version__ = "0.1.0"
 def load(model_dir, checkpoint: str = "best", device: str = "cpu", int8: bool = False):
     """Load a trained model folder; returns a Translator whose `translate(sentences, beam=...)`
     gives text, source and target tokens and the attention matrix of each sentence.
-    ``int8``: int8 matrix products for faster decoding on a CPU (`attnmt.translator.quantize_int8`)."""
+    ``int8``: int8 matrix products for faster decoding on a CPU (`attnmt.models.int8.quantize_int8`)."""
     from attnmt.translator import load as _load
 
     return _load(model_dir, checkpoint=checkpoint, device=device, int8=int8)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import copy
 import typing
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -210,34 +208,6 @@ class Translator:
                            attention, float(hyp.score))
 
 
-def quantize_int8(model: nn.Module) -> nn.Module:
-    """A copy of `model` whose matrix products are int8 (weights per output channel, activations per batch).
-
-    For decoding on a CPU, where the output layer's matrix product dominates: int8 products run about
-    twice as fast as float32 ones (fbgemm/oneDNN, AVX2 and up), at the same BLEU
-    (benchmarks/rnn256.py measures both). Quantized: every nn.Linear with more than one output and the
-    decoder's recurrent step (its matrices are copied into linear layers first). Float32 stay the
-    embeddings, attention's elementwise work, the score vector v of additive attention (quantizing
-    its [B,S,A] input at every step makes it 3x slower, measured) and the encoder's RNN (torch.ao's
-    int8 LSTM ran no faster than the float32 one here: short sequences, small matrices).
-    """
-    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
-
-    from attnmt.models.encoders import StackedRNN
-
-    model = copy.deepcopy(model)
-    for module in model.modules():
-        if isinstance(module, StackedRNN):
-            module.int8_step = module.step_linears()
-    spec = {name: per_channel_dynamic_qconfig for name, module in model.named_modules()
-            if isinstance(module, nn.Linear) and module.out_features > 1}
-    with warnings.catch_warnings():
-        # torch.ao's dynamic quantization is deprecated in favour of torchao, whose int8 path on a
-        # CPU is, as of torchao 0.18, far slower than float32: this one is still the fast one.
-        warnings.filterwarnings("ignore", message=r".*(is deprecated|are deprecated)")
-        return quantize_dynamic(model, spec, dtype=torch.qint8, inplace=True)
-
-
 def model_config(model_dir: Path):
     """The config.yaml of a model folder written by `attnmt train`; a UserError if there is none."""
     if not (model_dir / "config.yaml").is_file():
@@ -249,7 +219,7 @@ def model_config(model_dir: Path):
 def load(model_dir: str | Path, checkpoint: str = "best", device: str = "cpu", int8: bool = False) -> Translator:
     """Load a trained model folder (as written by `attnmt train`) for translation.
 
-    int8: decode with int8 matrix products (:func:`quantize_int8`; CPU only).
+    int8: decode with int8 matrix products (:func:`attnmt.models.int8.quantize_int8`; CPU only).
     """
     if int8 and device != "cpu":
         raise UserError(f"int8 decoding runs on a CPU only, not on {device}; drop --int8 or use the CPU")
@@ -262,6 +232,8 @@ def load(model_dir: str | Path, checkpoint: str = "best", device: str = "cpu", i
     load_weights(model, payload["model"], path)
     model.to(device).eval()
     if int8:
+        from attnmt.models.int8 import quantize_int8
+
         model = quantize_int8(model)
     translator = Translator(model, src, tgt, config)
     translator.model_dir = model_dir

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import Tensor, nn
 
-from attnmt import attention as ref
+from attnmt import reference as ref
 from attnmt.models import SCORES
 from attnmt.models.attention import (
     AdditiveAttention,

@@ -29,8 +29,12 @@ class StackedRNN(nn.Module):
             input_size, hidden_size, num_layers, batch_first=True, dropout=dropout if num_layers > 1 else 0.0
         )
         self.inter_dropout = nn.Dropout(dropout if num_layers > 1 else 0.0)  # as nn.LSTM's between layers
-        # Set by attnmt.translator.quantize_int8: the step's matrices as int8 layers [ih_0, hh_0, ih_1, ...].
+        # Set by use_step_linears (attnmt.models.int8): the step's matrices as layers [ih_0, hh_0, ih_1, ...].
         self.int8_step: nn.ModuleList | None = None
+
+    def use_step_linears(self) -> None:
+        """Run the step through copies of its matrices as nn.Linear layers, which int8 quantization converts."""
+        self.int8_step = self.step_linears()
 
     def step_linears(self) -> nn.ModuleList:
         """Copies of the step's matrices as nn.Linear layers [ih_0, hh_0, ih_1, hh_1, ...] (for quantizing)."""

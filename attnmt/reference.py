@@ -10,7 +10,7 @@ Conventions
   (the layout of ``torch.nn.Linear.weight``, so weights copy across unchanged).
 - Everything is vectorised over leading batch axes and over positions.
 
-``python -m attnmt.attention`` runs a short tour (see :func:`tour`).
+``python -m attnmt.reference`` runs a short tour (see :func:`tour`).
 """
 
 from __future__ import annotations
