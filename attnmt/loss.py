@@ -15,6 +15,7 @@ from attnmt.data.batching import Batch
 from attnmt.data.dataset import ParallelData
 from attnmt.data.loading import batch_of, make_batches
 from attnmt.data.vocab import PAD_ID
+from attnmt.forced import eval_mode, force
 from attnmt.guidance import alignment_loss, guidance_matrix
 
 
@@ -38,15 +39,13 @@ def nll_loss(logits: torch.Tensor, tgt_out: torch.Tensor, label_smoothing: float
                            reduction="sum", label_smoothing=label_smoothing)
 
 
-@torch.no_grad()
 def validation_loss(model: nn.Module, data: ParallelData, config: Config, device: torch.device) -> float:
-    """Mean per-token cross-entropy (no label smoothing) on a whole split."""
-    model.eval()
+    """Mean per-token cross-entropy (no label smoothing) on a whole split, in the training's batches."""
     total, tokens = 0.0, 0
-    for indices in make_batches(data, config, shuffle=False, epoch=0):
-        batch = batch_of(data, indices, device)
-        logits, _ = model(batch.src, batch.src_len, batch.tgt_in)
-        total += nll_loss(logits, batch.tgt_out).item()
-        tokens += batch.n_tgt_tokens
-    model.train()
+    with eval_mode(model), torch.no_grad():
+        for indices in make_batches(data, config, shuffle=False, epoch=0):
+            batch = batch_of(data, indices, device)
+            logits, _ = force(model, batch)
+            total += nll_loss(logits, batch.tgt_out).item()
+            tokens += batch.n_tgt_tokens
     return total / max(tokens, 1)

@@ -56,7 +56,7 @@ def test_transformer_guidance_supervises_one_head_of_one_layer():
     cfg = ModelConfig(type="transformer", d_model=16, n_heads=2, ff_size=32, enc_layers=1, dec_layers=2, dropout=0.0)
     model = build_model(cfg, 20, 30)
     logits, alpha = model(SRC, SRC_LEN, TGT_IN, layer=0, head=1)
-    assert torch.equal(alpha, model.cross_attention(SRC, SRC_LEN, TGT_IN)[0, 1])
+    assert torch.equal(alpha, model.forward_with_heads(SRC, SRC_LEN, TGT_IN)[1][0, 1])
     alignment_loss(alpha, G).backward()
     grads = _grads(model)
     assert all(v == 0 for n, v in grads.items() if n.startswith("decoder.1.") or n.startswith("output"))

@@ -124,7 +124,7 @@ def test_source_padding_gets_no_attention_and_rows_sum_to_one():
 def test_cross_attention_of_every_layer_and_head():
     model = make(n_heads=4, dec_layers=3)
     _, alpha = model(SRC, SRC_LEN, TGT_IN)
-    all_attn = model.cross_attention(SRC, SRC_LEN, TGT_IN)
+    all_attn = model.forward_with_heads(SRC, SRC_LEN, TGT_IN)[1]
     assert all_attn.shape == (3, 4, 3, 5, 6)  # [L, H, B, T, S]
     torch.testing.assert_close(all_attn[-1].mean(0), alpha)
     torch.testing.assert_close(all_attn.sum(-1), torch.ones(3, 4, 3, 5))

@@ -58,6 +58,7 @@ import torch
 
 from attnmt.align.links import Link
 from attnmt.errors import UserError
+
 Method = Literal["argmax", "threshold", "shift"]
 METHODS: tuple[str, ...] = ("argmax", "threshold", "shift")
 
@@ -163,30 +164,29 @@ def _word_ids(tokenizer, pieces: list[str], text: str, side: str) -> list[int]:
     return ids
 
 
-def teacher_forced_attention(model, batch, layer: int | None = None, head: int | None = None):
-    """One attention [B, T, S] of ``model`` under teacher forcing on ``batch`` (its ``tgt_in``).
+def choose_attention(model, attention: torch.Tensor | None, layer: int | None = None,
+                     head: int | None = None) -> torch.Tensor:
+    """One attention [B, T, S] out of a teacher-forced pass (:func:`attnmt.forced.force` with heads=True).
 
     A model with heads (``model.has_heads``) gives ``layer``'s cross-attention (default the last),
     ``head``'s alone or averaged over the heads; a model with one attention refuses ``layer``/``head``.
     """
     if getattr(model, "has_heads", False):
-        weights = model.cross_attention(batch.src, batch.src_len, batch.tgt_in)  # [L, H, B, T, S]
-        n_layers, n_heads = weights.shape[:2]
+        n_layers, n_heads = attention.shape[:2]  # [L, H, B, T, S]
         if layer is not None and not -n_layers <= layer < n_layers:
             raise UserError(f"--layer {layer} is out of range: the model has {n_layers} decoder layers "
                             f"(0 to {n_layers - 1}, or -1 for the last)")
         if head is not None and not 0 <= head < n_heads:
             raise UserError(f"--head {head} is out of range: the model has {n_heads} heads (0 to {n_heads - 1})")
-        chosen = weights[-1 if layer is None else layer]
+        chosen = attention[-1 if layer is None else layer]
         return chosen.mean(dim=0) if head is None else chosen[head]
     if layer is not None or head is not None:
         raise UserError(f"--layer / --head choose a Transformer's attention head; this {model.model_type} model has "
                         "one attention: leave them out")
-    alpha = model(batch.src, batch.src_len, batch.tgt_in)[1]
-    if alpha is None:
+    if attention is None:
         raise UserError(f"the model is a {getattr(model, 'model_type', type(model).__name__)} model, which has no "
-                        "attention to align with; use an rnnsearch or transformer model")
-    return alpha
+                        "attention to align with; use a model with attention (rnnsearch, transformer)")
+    return attention
 
 
 @torch.inference_mode()
@@ -196,19 +196,16 @@ def attention_matrices(translator, sources: Sequence[str], targets: Sequence[str
     """Run ``translator``'s model with teacher forcing on each (source, target) pair.
 
     ``translator`` is an :class:`attnmt.translator.Translator`; ``layer``/``head`` as in
-    :func:`teacher_forced_attention`; ``shift_offset`` (0 to 2) replaces the model's shift row
+    :func:`choose_attention`; ``shift_offset`` (0 to 2) replaces the model's shift row
     t + 1 + query_lag by t + offset in ``WordAttention.shifted``, to measure other rows. Raises UserError for a model without attention (seq2seq) or
     line counts that differ.
     """
-    from attnmt.data.batching import collate, token_batches
-    from attnmt.data.vocab import EOS_ID
+    from attnmt.forced import forced_batches
 
     if len(sources) != len(targets):
         raise UserError(f"{len(sources)} source sentences but {len(targets)} target sentences; the files must be "
                         "line-aligned")
     model = translator.model
-    was_training = model.training
-    model.eval()
     lag = getattr(model, "query_lag", 0)
     src_pieces = [translator.src.tokens(s) for s in sources]
     tgt_pieces = [translator.tgt.tokens(t) for t in targets]
@@ -221,13 +218,11 @@ def attention_matrices(translator, sources: Sequence[str], targets: Sequence[str
         empty = np.zeros((len(targets[k].split()), len(sources[k].split())))
         results[k] = WordAttention(sources[k].split(), targets[k].split(), empty, src_pieces[k], tgt_pieces[k],
                                    np.zeros((len(tgt_ids[k]), len(src_ids[k]))), empty)
-    for batch_index in token_batches([len(src_ids[k]) for k in todo], [len(tgt_ids[k]) + 1 for k in todo],
-                                     batch_tokens, shuffle=False, seed=0, epoch=0):
-        chosen = [todo[b] for b in batch_index]
-        # <s> y </s> as the input: the rows after the last word are there for the shift method
-        batch = collate([(src_ids[k], tgt_ids[k] + [EOS_ID]) for k in chosen], chosen).to(translator.device)
-        alpha = teacher_forced_attention(model, batch, layer, head).float().cpu().numpy()
-        for row, k in enumerate(chosen):
+    # <s> y </s> as the input: the rows after the last word are there for the shift method
+    for forced in forced_batches(model, [src_ids[k] for k in todo], [tgt_ids[k] for k in todo], translator.device,
+                                 batch_tokens, with_eos=True, heads=True):
+        alpha = choose_attention(model, forced.attention, layer, head).float().cpu().numpy()
+        for row, k in enumerate(todo[b] for b in forced.index):
             n_tgt, n_src = len(tgt_ids[k]), len(src_ids[k])
             full = alpha[row, : n_tgt + 2, :n_src]
             src_w = _word_ids(translator.src.tokenizer, src_pieces[k], sources[k], "source")
@@ -236,8 +231,6 @@ def attention_matrices(translator, sources: Sequence[str], targets: Sequence[str
             results[k] = WordAttention(sources[k].split(), targets[k].split(), word_attention(pieces, src_w, tgt_w),
                                        src_pieces[k], tgt_pieces[k], pieces,
                                        word_attention(shifted_rows(full, n_tgt, lag, shift_offset), src_w, tgt_w))
-    if was_training:
-        model.train()
     return results  # type: ignore[return-value]
 
 

@@ -228,8 +228,8 @@ class Transformer(nn.Module):
         log_probs = F.log_softmax(self.output(y[:, 0]).float(), dim=-1)
         return log_probs, state, weights[-1][:, :, 0].mean(dim=1)
 
-    def cross_attention(self, src: Tensor, src_len: Tensor, tgt_in: Tensor) -> Tensor:
-        """Every decoder layer's and head's cross-attention under teacher forcing: [L,H,B,T,S]."""
+    def forward_with_heads(self, src: Tensor, src_len: Tensor, tgt_in: Tensor) -> tuple[Tensor, Tensor]:
+        """Teacher forcing: logits [B,T,V] and every decoder layer's and head's cross-attention [L,H,B,T,S]."""
         enc = self.encode(src, src_len)
-        _, _, weights = self._decode(tgt_in, self.init_state(enc), enc)
-        return torch.stack(weights).transpose(1, 2)
+        y, _, weights = self._decode(tgt_in, self.init_state(enc), enc)
+        return self.output(y), torch.stack(weights).transpose(1, 2)

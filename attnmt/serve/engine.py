@@ -15,9 +15,8 @@ from typing import Mapping, NamedTuple
 import numpy as np
 import torch
 
-from attnmt.data.batching import collate
-from attnmt.data.vocab import BOS_ID, PAD_ID
 from attnmt.errors import UserError
+from attnmt.forced import forced_batches
 from attnmt.serve.schema import Hypothesis, ModelInfo, Translation
 from attnmt.translator import Translation as TranslatorOutput
 from attnmt.translator import Translator
@@ -149,16 +148,14 @@ def head_attention(translator: Translator, outputs: list[TranslatorOutput]) -> l
     """
     if not outputs:
         return []
-    model = translator.model
     src_ids = [translator.src.vocab.encode(out.src_tokens) for out in outputs]
-    tgt_ids = [[BOS_ID] + translator.tgt.vocab.encode(out.tgt_tokens) for out in outputs]
-    batch = collate([(ids, None) for ids in src_ids], list(range(len(outputs)))).to(translator.device)
-    tgt_in = torch.full((len(outputs), max(map(len, tgt_ids))), PAD_ID, dtype=torch.long)
-    for b, ids in enumerate(tgt_ids):
-        tgt_in[b, :len(ids)] = torch.tensor(ids)
-    weights = model.cross_attention(batch.src, batch.src_len, tgt_in.to(translator.device))  # [L,H,B,T,S]
-    weights = weights.float().cpu().numpy()
-    return [weights[:, :, b, :len(tgt_ids[b]), :len(src_ids[b])] for b in range(len(outputs))]
+    tgt_ids = [translator.tgt.vocab.encode(out.tgt_tokens) for out in outputs]
+    heads: list[np.ndarray] = [None] * len(outputs)  # type: ignore[list-item]
+    for forced in forced_batches(translator.model, src_ids, tgt_ids, translator.device, heads=True):
+        weights = forced.attention.float().cpu().numpy()  # [L, H, B, T, S]
+        for row, b in enumerate(forced.index):
+            heads[b] = weights[:, :, row, :len(tgt_ids[b]) + 1, :len(src_ids[b])]
+    return heads
 
 
 def _to_api(out: TranslatorOutput, item: Item, heads: np.ndarray | None) -> Translation:
