@@ -1,0 +1,52 @@
+"""The `attnmt` command: parses arguments and calls library functions, nothing more.
+
+Each module here adds its commands to the parser (`register(sub)`), each command a `cmd_NAME(args)`
+that calls the library: training.py (demo, train, prepare, study, average, data), translating.py
+(translate, evaluate, plot-attention), around.py (align, serve, animate); common.py holds the
+options several share. Every user-facing problem (a missing file, bad UTF-8, a wrong config key...)
+is one line on stderr and exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from attnmt.cli import around, training, translating
+from attnmt.cli.common import ALIGN_METHODS, SYMMETRIZATIONS
+from attnmt.errors import UserError
+
+__all__ = ["ALIGN_METHODS", "SYMMETRIZATIONS", "build_parser", "main"]
+
+COMMAND_MODULES = (training, translating, around)  # in the order of `attnmt --help`
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from attnmt import __version__
+
+    parser = argparse.ArgumentParser(prog="attnmt", description="Neural machine translation with attention.")
+    parser.add_argument("--version", action="version", version=f"attnmt {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for module in COMMAND_MODULES:
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        args.func(args)
+    except UserError as e:
+        print(f"attnmt: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("attnmt: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,7 @@
+"""python -m attnmt.cli"""
+
+import sys
+
+from attnmt.cli import main
+
+sys.exit(main())

@@ -1,0 +1,127 @@
+"""The commands around a model: align (word links, AER), serve (HTTP), animate (manim)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from attnmt.cli.common import add_alignment_args, add_checkpoint_arg, refuse_overwrite
+from attnmt.errors import UserError
+
+
+def cmd_align(args) -> None:
+    from attnmt.align import align_files, format_links, format_scores
+
+    if args.model is None and not args.baseline:
+        raise UserError("align: pass --model DIR (attention links) or --baseline diagonal|eflomal, or both")
+    for path in (args.out, args.json):
+        if path:
+            refuse_overwrite(Path(path), args.overwrite)
+    result = align_files(args.model, args.src, args.tgt, gold_path=args.gold, threshold=args.threshold,
+                         baselines=args.baseline or (), checkpoint=args.checkpoint, method=args.align_method,
+                         reverse_model=args.reverse_model, symmetrization=args.symmetrize, layer=args.layer,
+                         head=args.head, eflomal_corpus=args.eflomal_corpus)
+    lines = [format_links(links, one_based=args.one_based) + "\n" for links in result.links[result.output]]
+    if args.out:
+        Path(args.out).write_text("".join(lines), encoding="utf-8")
+    elif not args.gold:
+        sys.stdout.write("".join(lines))
+    if result.scores:
+        print(format_scores(result.scores))
+    if args.json:
+        import json
+        from dataclasses import asdict
+
+        Path(args.json).write_text(json.dumps({m: asdict(s) for m, s in result.scores.items()}, indent=2),
+                                   encoding="utf-8")
+
+
+def cmd_serve(args) -> None:
+    from attnmt.serve import serve
+
+    serve(args.model, host=args.host, port=args.port, max_batch_size=args.max_batch_size,
+          max_wait_ms=args.max_wait_ms, max_texts=args.max_texts, max_text_chars=args.max_text_chars,
+          max_beam=args.max_beam, checkpoint=args.checkpoint, threads=args.threads, log_level=args.log_level,
+          int8=args.int8)
+
+
+def cmd_animate(args) -> None:
+    from attnmt.viz.animate import animate
+
+    result = animate(args.scene, args.out, quality=args.quality, gif=args.gif, last_frame=args.last_frame,
+                     overwrite=args.overwrite, study=args.study, model_dirs=args.model or [],
+                     test=tuple(args.test) if args.test else None, sentence=args.sentence,
+                     checkpoint=args.checkpoint, beam=args.beam, bucket_width=args.bucket_width)
+    print("\n".join(str(path) for path in result.files))
+
+
+def register(sub) -> None:
+    """Add this module's commands to the `attnmt` parser."""
+    p = sub.add_parser("align", help="word alignments from a model's attention (Pharaoh i-j), scored against gold")
+    p.add_argument("--model", help="trained attention model folder (rnnsearch or transformer)")
+    add_checkpoint_arg(p)
+    p.add_argument("--src", required=True, help="tokenized source sentences, one per line")
+    p.add_argument("--tgt", required=True, help="tokenized target sentences, line-aligned with --src")
+    p.add_argument("--gold", help="gold links, 1-based 'i-j' (sure) and 'ipj' (possible): prints AER, precision, "
+                                  "recall")
+    add_alignment_args(p, method_flag="--method")
+    p.add_argument("--reverse-model", help="a model of the other direction (translates --tgt into --src)")
+    p.add_argument("--baseline", choices=["diagonal", "eflomal"], action="append",
+                   help="also align with a baseline (repeatable): diagonal (no model) or eflomal (statistical, "
+                        "pip install eflomal), which learns from the sentences plus --eflomal-corpus")
+    p.add_argument("--eflomal-corpus", help="TSV (source TAB target, tokenized like --src/--tgt) that eflomal also "
+                                            "learns from (default: --model's training corpus)")
+    p.add_argument("--one-based", action="store_true", help="write 1-based links (default: 0-based, as fast_align)")
+    p.add_argument("--out", help="write the links here (default: stdout, unless --gold is given): the symmetrized "
+                                 "ones, else --model's, else the first baseline's")
+    p.add_argument("--json", help="also write the scores as JSON to this file")
+    p.add_argument("--overwrite", action="store_true")
+    p.set_defaults(func=cmd_align)
+
+    p = sub.add_parser("serve", help="serve models over HTTP: a JSON API and a page with attention heatmaps")
+    p.add_argument("--model", action="append", required=True, metavar="[NAME=]DIR",
+                   help="a trained model folder, named NAME or after its folder (repeatable; the first is the "
+                        "default)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1, this machine "
+                                                       "only)")
+    p.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
+    add_checkpoint_arg(p)
+    p.add_argument("--max-batch-size", type=int, default=32,
+                   help="most sentences decoded together (default: 32; 1 = one request at a time)")
+    p.add_argument("--max-wait-ms", type=float, default=10.0,
+                   help="how long a request waits for others to batch with (default: 10)")
+    p.add_argument("--max-texts", type=int, default=32, help="most sentences per request (default: 32)")
+    p.add_argument("--max-text-chars", type=int, default=1000, help="most characters per sentence (default: 1000)")
+    p.add_argument("--max-beam", type=int, default=10, help="largest beam a request may ask for (default: 10)")
+    p.add_argument("--threads", type=int, default=None, help="torch threads for decoding (default: torch's)")
+    p.add_argument("--int8", action="store_true", help="int8 linear layers: faster decoding at about the same BLEU")
+    p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"],
+                   help="uvicorn's log level; 'warning' drops the line per request (default: info)")
+    p.set_defaults(func=cmd_serve)
+    add_animate_parser(sub)
+
+
+def add_animate_parser(sub) -> None:
+    p = sub.add_parser("animate", help="render the chapter's manim animations from real measurements (needs "
+                                       "attnmt[anim])")
+    p.add_argument("scene", choices=["bottleneck", "soft-alignment"])
+    p.add_argument("--out", help="output file (default: SCENE.mp4, or SCENE.png with --last-frame)")
+    p.add_argument("--quality", choices=["low", "medium", "high"], default="high",
+                   help="480p15, 720p30 or 1080p60 (default: high)")
+    p.add_argument("--gif", action="store_true", help="also write a GIF next to the MP4")
+    p.add_argument("--last-frame", action="store_true", help="write only the final frame as PNG (fast)")
+    p.add_argument("--study", metavar="RESULTS.json",
+                   help="bottleneck: measured BLEU by length: results.json of `attnmt demo` or `attnmt study`, "
+                        "or `attnmt evaluate --json` (default: the built-in demo's measurements)")
+    p.add_argument("--model", action="append", metavar="DIR",
+                   help="bottleneck: a model to evaluate on --test (repeatable); soft-alignment: the rnnsearch "
+                        "model whose attention fills the grid")
+    p.add_argument("--test", nargs=2, metavar=("SRC", "REF"), help="bottleneck: the test set for --model")
+    p.add_argument("--sentence", help="soft-alignment: the sentence to translate with --model; bottleneck: the "
+                                      "words to show")
+    p.add_argument("--bucket-width", type=int, default=10,
+                   help="bottleneck: source-length bucket width for --test (default: 10)")
+    add_checkpoint_arg(p)
+    p.add_argument("--beam", type=int, default=None, help="beam size (default from the model's config)")
+    p.add_argument("--overwrite", action="store_true", help="replace existing output files")
+    p.set_defaults(func=cmd_animate)

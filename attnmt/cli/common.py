@@ -1,0 +1,117 @@
+"""What several commands share: output and input files, the model and decoding options."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from attnmt.config import STOPPING_RULES
+from attnmt.errors import UserError
+
+# attnmt.align's METHODS and SYMMETRIZATIONS, spelled out so that parsing arguments needs no torch (tested equal)
+ALIGN_METHODS = ("argmax", "threshold", "shift")
+SYMMETRIZATIONS = ("intersection", "union", "grow-diag-final-and")
+
+
+def refuse_overwrite(path: Path, overwrite: bool) -> None:
+    if path.exists() and not overwrite:
+        raise UserError(f"{path} exists; choose another output path or pass --overwrite")
+
+
+def read_input(path: str | None) -> list[str]:
+    from attnmt.data.corpus import read_lines, read_stream
+
+    return read_lines(path) if path and path != "-" else read_stream(sys.stdin.buffer, "<stdin>")
+
+
+def add_checkpoint_arg(p) -> None:
+    p.add_argument("--checkpoint", default="best",
+                   help="which checkpoint of the model folder: best (default), last, averaged (attnmt average) "
+                        "or stepN (train.keep_checkpoints), ema (train.ema_decay)")
+
+
+def add_model_args(p, ensemble: bool = False) -> None:
+    """--model (one, or several for an ensemble), --checkpoint, --beam, --int8."""
+    if ensemble:
+        p.add_argument("--model", required=True, action="append", metavar="DIR",
+                       help="trained model folder; repeat it for an ensemble, whose log probs are averaged at "
+                            "every step (the models must share their vocabularies)")
+        p.add_argument("--ensemble-weights", type=float, nargs="+", metavar="W",
+                       help="one weight per --model for the average (default: equal)")
+    else:
+        p.add_argument("--model", required=True, help="trained model folder")
+    add_checkpoint_arg(p)
+    p.add_argument("--beam", type=int, default=None, help="beam size (1 = greedy; default from the config)")
+    p.add_argument("--int8", action="store_true",
+                   help="int8 linear layers: faster decoding on a CPU at about the same BLEU")
+
+
+def add_decode_args(p) -> None:
+    """The decoding options of translate and evaluate: workers, stopping, length, repetition, sampling."""
+    p.add_argument("--workers", type=int, default=None,
+                   help="CPU only: decode batches in N processes of one thread each, e.g. one per core "
+                        "(default: decode.workers, 1)")
+    p.add_argument("--stopping", choices=STOPPING_RULES, default=None,
+                   help="beam search: end a sentence when no live hypothesis can still win (exact), or when "
+                        "none would win if it ended now (early: fewer steps) (default: decode.stopping, exact)")
+    p.add_argument("--min-len", type=int, default=None,
+                   help="no </s> before N output tokens (or the sentence's maximum length, if lower) "
+                        "(default: decode.min_len, 0)")
+    p.add_argument("--no-repeat-ngram", type=int, default=None, metavar="N",
+                   help="no N-gram occurs twice in an output (default: decode.no_repeat_ngram, 0 = off)")
+    p.add_argument("--max-len", type=int, default=None,
+                   help="at most N output tokens (default: decode.max_len_cap, none beyond a * src + b)")
+    p.add_argument("--sample", action="store_true",
+                   help="draw each token from the model's distribution instead of searching (with --n-best N: "
+                        "N samples per sentence)")
+    p.add_argument("--top-k", type=int, default=None, help="--sample: from the K most likely tokens only")
+    p.add_argument("--top-p", type=float, default=None,
+                   help="--sample: from the fewest most likely tokens whose probability reaches P (nucleus)")
+    p.add_argument("--temperature", type=float, default=None,
+                   help="--sample: divide the log probs by T (< 1 sharper, > 1 flatter; default 1)")
+    p.add_argument("--seed", type=int, default=None, help="--sample: the random seed (default 0)")
+
+
+def load_translator(args):
+    """The one model, or the ensemble of the models, that --model names (translate, evaluate)."""
+    from attnmt.translator import load
+
+    if len(args.model) == 1 and args.ensemble_weights is None:
+        return load(args.model[0], checkpoint=args.checkpoint, int8=args.int8)
+    from attnmt.ensemble import load_ensemble
+
+    return load_ensemble(args.model, checkpoint=args.checkpoint, int8=args.int8, weights=args.ensemble_weights)
+
+
+def decoding(args) -> dict:
+    """translate()'s length, repetition and sampling options from the decoding flags."""
+    sampling = None
+    given = [flag for flag, value in (("--top-k", args.top_k), ("--top-p", args.top_p),
+                                      ("--temperature", args.temperature), ("--seed", args.seed)) if value is not None]
+    if args.sample:
+        from attnmt.sampling import Sampling
+
+        sampling = Sampling(top_k=args.top_k or 0, top_p=1.0 if args.top_p is None else args.top_p,
+                            temperature=1.0 if args.temperature is None else args.temperature, seed=args.seed or 0)
+    elif given:
+        raise UserError(f"{given[0]} belongs to --sample; add --sample or leave it out")
+    return dict(min_len=args.min_len, no_repeat_ngram=args.no_repeat_ngram, max_len=args.max_len, sampling=sampling)
+
+
+def workers(args, translator) -> int:
+    """--workers, else the model's decode.workers: decoding processes of translate and evaluate."""
+    return translator.config.decode.workers if args.workers is None else args.workers
+
+
+def add_alignment_args(p, method_flag: str) -> None:
+    """The options that say how attention becomes word links (align, translate --alignments)."""
+    p.add_argument(method_flag, dest="align_method", choices=list(ALIGN_METHODS), default="argmax",
+                   help="how attention becomes links: argmax of the row that predicts each word, threshold, or "
+                        "shift (the row whose query has read it; see docs/alignment.md). Default argmax")
+    p.add_argument("--threshold", type=float, default=0.5, help="weight for the threshold method (default 0.5)")
+    p.add_argument("--layer", type=int, help="Transformer: the decoder layer whose cross-attention aligns "
+                                             "(default: the last)")
+    p.add_argument("--head", type=int, help="Transformer: one head of that layer (default: the heads' average)")
+    p.add_argument("--symmetrize", choices=list(SYMMETRIZATIONS),
+                   help="combine the links of the model and of --reverse-model (intersection, union or "
+                        "grow-diag-final-and)")

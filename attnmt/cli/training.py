@@ -1,0 +1,119 @@
+"""The commands that make models: demo, train, prepare, study, average, data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from attnmt.errors import UserError
+
+
+def cmd_demo(args) -> None:
+    from attnmt.demo import run_demo
+
+    run_demo(args.out, quick=args.quick, overwrite=args.overwrite)
+
+
+def cmd_train(args) -> None:
+    from attnmt.config import load_config
+    from attnmt.train import train
+
+    config = load_config(args.config, args.set)
+    model_dir = Path(args.model_dir or Path("models") / config.name)
+    result = train(config, model_dir, resume=args.resume, overwrite=args.overwrite)
+    print(f"{model_dir}: {result.state.step} steps, stopped by {result.state.stop_reason}; "
+          f"best validation loss {result.state.best_valid_loss:.4f}")
+
+
+def cmd_prepare(args) -> None:
+    from attnmt.config import load_config
+    from attnmt.data.prepare import prepare
+
+    config = load_config(args.config, args.set)
+    model_dir = Path(args.model_dir or Path("models") / config.name)
+    done = prepare(config, model_dir, workers=args.workers, force=args.force)
+    meta = done["meta"]
+    corpora = ", ".join(f"{c['name']} {c['kept']:,} of {c['total']:,}" for c in meta["corpora"])
+    timing = ", ".join(f"{phase} {s:.1f} s" for phase, s in done["seconds"].items())
+    print(f"{done['location']}: {'prepared' if done['prepared'] else 'up to date'}, {meta['pairs']:,} pairs "
+          f"({corpora})" + (f"; {timing}" if timing else ""))
+
+
+def cmd_study(args) -> None:
+    from attnmt.study import run_study
+
+    run_study(args.config, out=args.out, retrain=args.retrain, jobs=args.jobs, quiet=args.quiet)
+
+
+def cmd_average(args) -> None:
+    from attnmt.checkpoint import average_last
+    from attnmt.translator import model_config
+
+    model_dir = Path(args.model)
+    model_type = model_config(model_dir).model.type
+    out, averaged = average_last(model_dir, last=args.last, name=args.name, model_type=model_type,
+                                 overwrite=args.overwrite)
+    print(f"{out}: the mean of {', '.join(p.stem for p in averaged)}; use it with --checkpoint {args.name}")
+
+
+def cmd_data(args) -> None:
+    from attnmt.data.download import download_multi30k
+
+    if args.dataset != "multi30k":
+        raise UserError(f"data: unknown dataset {args.dataset!r}; available: multi30k")
+    download_multi30k(Path(args.dest), from_dir=Path(args.from_dir) if args.from_dir else None,
+                      overwrite=args.overwrite)
+    print(f"multi30k files in {args.dest}")
+
+
+def register(sub) -> None:
+    """Add this module's commands to the `attnmt` parser."""
+    p = sub.add_parser("demo", help="train seq2seq and rnnsearch on the built-in language and compare them")
+    p.add_argument("--out", default="attnmt-demo", help="output folder (default: attnmt-demo)")
+    p.add_argument("--quick", action="store_true", help="a smaller demo: sentences up to 30 words, about 75 s")
+    p.add_argument("--overwrite", action="store_true", help="replace a non-empty output folder")
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("train", help="train a model from a YAML config")
+    p.add_argument("config", help="YAML config (see configs/)")
+    p.add_argument("--model-dir", help="output model folder (default: models/<config name>)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config value, e.g. --set train.lr=0.0005 (repeatable)")
+    p.add_argument("--resume", action="store_true", help="continue from the folder's last checkpoint")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing model folder")
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("prepare", help="read, tokenize and encode a config's training corpora once into a "
+                                       "memory-mapped store that train reuses")
+    p.add_argument("config", help="YAML config (see configs/)")
+    p.add_argument("--model-dir", help="model folder whose store/ to write (default: models/<config name>); "
+                                       "data.store_dir puts it in a shared folder instead")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config value, e.g. --set data.vocab_size=16000 (repeatable)")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="encoding processes (default: data.workers, else the number of cores)")
+    p.add_argument("--force", action="store_true", help="prepare again even if the store is up to date")
+    p.set_defaults(func=cmd_prepare)
+
+    p = sub.add_parser("study", help="train, evaluate and report a study (models x seeds) from a study YAML")
+    p.add_argument("config", help="study YAML (see studies/)")
+    p.add_argument("--out", help="output folder (default: runs/study-<name>); re-running reuses its models")
+    p.add_argument("--retrain", action="store_true", help="train every model again")
+    p.add_argument("--jobs", type=int, help="runs trained at the same time, one thread each (default: the "
+                                            "study's jobs, else 1)")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=cmd_study)
+
+    p = sub.add_parser("average", help="average the weights of a model's last kept checkpoints "
+                                       "(train.keep_checkpoints)")
+    p.add_argument("--model", required=True, help="trained model folder")
+    p.add_argument("--last", type=int, default=None, help="average the newest N kept checkpoints (default: all kept)")
+    p.add_argument("--name", default="averaged", help="write checkpoints/NAME.pt (default: averaged)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing checkpoints/NAME.pt")
+    p.set_defaults(func=cmd_average)
+
+    p = sub.add_parser("data", help="fetch a public corpus")
+    p.add_argument("dataset", help="multi30k")
+    p.add_argument("dest", help="destination folder")
+    p.add_argument("--from", dest="from_dir", help="copy from a local folder with the official file names")
+    p.add_argument("--overwrite", action="store_true")
+    p.set_defaults(func=cmd_data)

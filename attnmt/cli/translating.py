@@ -1,0 +1,172 @@
+"""The commands that use a model: translate (a file, or live lines), evaluate, plot-attention."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from attnmt.cli.common import (
+    add_alignment_args,
+    add_decode_args,
+    add_model_args,
+    decoding,
+    load_translator,
+    read_input,
+    refuse_overwrite,
+    workers,
+)
+from attnmt.errors import UserError
+
+
+def cmd_translate(args) -> None:
+    from attnmt.translator import MAX_SOURCE_TOKENS, load
+
+    if args.output:
+        refuse_overwrite(Path(args.output), args.overwrite)
+    if (args.symmetrize or args.reverse_model) and not args.alignments:
+        raise UserError("translate: --symmetrize and --reverse-model belong to --alignments; add it or leave them out")
+    if args.symmetrize and not args.reverse_model:
+        raise UserError("translate: --symmetrize combines two directions; pass --reverse-model DIR too")
+    if args.alignments and len(args.model) > 1:
+        raise UserError("translate: --alignments read one model's attention; pass a single --model")
+    translator = load_translator(args)
+    translator.max_src_tokens = MAX_SOURCE_TOKENS  # a refusal naming the line, not an hour-long decode
+    reverse = load(args.reverse_model, checkpoint=args.checkpoint) if args.alignments and args.reverse_model else None
+    from attnmt.interactive import is_live
+
+    if args.buffer is not None or (not args.input or args.input == "-") and is_live(sys.stdin):
+        return _translate_live(args, translator, reverse)
+    translations = _translate_lines(args, translator, reverse, read_input(args.input), 0)
+    # The output file is created only now: a failed run leaves no empty file that blocks the next one.
+    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
+    try:
+        _write_translations(out, translations, 0, args)
+    finally:
+        if out is not sys.stdout:
+            out.close()
+
+
+def _translate_lines(args, translator, reverse, sentences: list[str], first: int) -> list:
+    """translate's translations (and links, with --alignments) of ``sentences``, line ``first`` + 1 onwards."""
+    from attnmt.translator import SentenceTooLong
+
+    try:
+        translations = translator.translate(sentences, beam=args.beam, n_best=args.n_best,
+                                            workers=workers(args, translator), stopping=args.stopping,
+                                            **decoding(args))
+    except SentenceTooLong as e:
+        where = args.input if args.input and args.input != "-" else "<stdin>"
+        raise SentenceTooLong(e.index + first, e.tokens, e.limit).at(where) from None
+    if args.alignments:
+        translator.align(translations, args.align_method, args.threshold, args.layer, args.head, reverse,
+                         args.symmetrize)
+    return translations
+
+
+def _write_translations(out, translations: list, first: int, args) -> None:
+    from attnmt.align import format_links
+
+    for i, tr in enumerate(translations, start=first):
+        links = f" ||| {format_links(tr.alignment)}" if args.alignments else ""
+        if args.n_best > 1:
+            for option in tr.n_best or [tr]:
+                out.write(f"{i} ||| {option.text} ||| {option.score:.4f}{links if option is tr else ''}\n")
+        else:
+            out.write(tr.text + links + "\n")
+
+
+def _translate_live(args, translator, reverse) -> None:
+    """Each group of --buffer lines (default 1) translated and flushed as soon as it is read (attnmt.interactive)."""
+    from attnmt.interactive import in_groups, live_lines
+
+    lines = live_lines(sys.stdin.buffer) if not args.input or args.input == "-" else iter(read_input(args.input))
+    out = None
+
+    def handle(group: list[str], first: int) -> None:
+        nonlocal out
+        translations = _translate_lines(args, translator, reverse, group, first)
+        if out is None:  # created with the first output, as in the batch path
+            out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
+        _write_translations(out, translations, first, args)
+        out.flush()
+
+    try:
+        in_groups(lines, 1 if args.buffer is None else args.buffer, handle)
+    finally:
+        if out is not None and out is not sys.stdout:
+            out.close()
+
+
+def cmd_evaluate(args) -> None:
+    from attnmt.evaluate import evaluate_translator
+    from attnmt.translator import MAX_SOURCE_TOKENS, SentenceTooLong
+
+    if args.json:  # before the work, not after it
+        refuse_overwrite(Path(args.json), args.overwrite)
+    translator = load_translator(args)
+    translator.max_src_tokens = MAX_SOURCE_TOKENS
+    try:
+        report = evaluate_translator(translator, args.src, args.ref, beam=args.beam, tokenize=args.tokenize,
+                                     lowercase=args.lowercase, workers=workers(args, translator),
+                                     stopping=args.stopping, **decoding(args))
+    except SentenceTooLong as e:
+        raise e.at(args.src) from None
+    print(report.render())
+    if args.json:
+        Path(args.json).write_text(report.to_json(), encoding="utf-8")
+
+
+def cmd_plot_attention(args) -> None:
+    from attnmt.translator import load
+    from attnmt.viz.heatmap import plot_attention
+
+    out = Path(args.out)
+    refuse_overwrite(out, args.overwrite)
+    translator = load(args.model, checkpoint=args.checkpoint, int8=args.int8)
+    if not args.sentence.strip():
+        raise UserError("plot-attention: the sentence is empty; pass the sentence to translate in quotes")
+    tr = translator.translate([args.sentence], beam=args.beam)[0]
+    if tr.attention is None:
+        raise UserError(f"plot-attention: {args.model} is a {translator.model_type} model, which has no attention; "
+                        "use an rnnsearch or transformer model")
+    plot_attention(tr.attention, tr.src_tokens, tr.tgt_tokens + ["</s>"], out, title=tr.text)
+    print(f"{tr.text}\n{out}")
+
+
+def register(sub) -> None:
+    """Add this module's commands to the `attnmt` parser."""
+    p = sub.add_parser("translate", help="translate sentences (stdin or --input), one per line")
+    add_model_args(p, ensemble=True)
+    add_decode_args(p)
+    p.add_argument("--input", help="input file (default: stdin)")
+    p.add_argument("--output", help="output file (default: stdout)")
+    p.add_argument("--n-best", type=int, default=1, help="print the N best hypotheses as 'i ||| text ||| score'")
+    p.add_argument("--buffer", type=int, default=None, metavar="N",
+                   help="translate N lines at a time and flush each group's output as soon as it is read (default "
+                        "1 when stdin is a terminal or a pipe; a file on stdin or --input is batched whole)")
+    p.add_argument("--alignments", action="store_true",
+                   help="print word links after each translation: 'text ||| 0-0 1-2 ...' (0-based source-output "
+                        "word positions, as Marian's --alignment; with --n-best, on the best hypothesis)")
+    add_alignment_args(p, method_flag="--align-method")
+    p.add_argument("--reverse-model", help="--alignments: a model of the other direction, to symmetrize with "
+                                           "(--symmetrize; default intersection)")
+    p.add_argument("--overwrite", action="store_true")
+    p.set_defaults(func=cmd_translate)
+
+    p = sub.add_parser("evaluate", help="BLEU, chrF and TER (sacreBLEU) of a model on a test set, also by length")
+    add_model_args(p, ensemble=True)
+    add_decode_args(p)
+    p.add_argument("--src", required=True, help="source sentences")
+    p.add_argument("--ref", required=True, help="reference translations")
+    p.add_argument("--tokenize", default="13a", help="sacreBLEU tokenizer (13a, none, zh, intl, ...)")
+    p.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU")
+    p.add_argument("--json", help="also write the scores as JSON to this file")
+    p.add_argument("--overwrite", action="store_true")
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("plot-attention", help="draw the attention heatmap of one sentence")
+    add_model_args(p)
+    p.add_argument("sentence")
+    p.add_argument("--out", default="attention.png")
+    p.add_argument("--overwrite", action="store_true")
+    p.set_defaults(func=cmd_plot_attention)
