@@ -1,4 +1,4 @@
-"""attnmt's decoding speed against OpenNMT-py's, in alternating rounds on one machine (issue 5, goal 4).
+"""attnmt's decoding speed against OpenNMT-py's, in alternating rounds on one machine.
 
     python benchmarks/decoding.py [--model models/rnn256_luong] [--rounds 5]
 

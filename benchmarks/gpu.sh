@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU checks and timings of issue 5, as one run on a machine with a CUDA GPU:
+# The GPU checks and timings, as one run on a machine with a CUDA GPU:
 #
 #     bash benchmarks/gpu.sh OUT_DIR [TRAIN_SECONDS] [MULTI30K_DIR]
 #

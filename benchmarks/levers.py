@@ -1,4 +1,4 @@
-"""What each decoding speed-up of session 2026-11-30 is worth: in-process A/B against its older form.
+"""What each kept decoding speed-up is worth: in-process A/B against its older form.
 
     python benchmarks/levers.py [--model models/rnn256_luong] [--rounds 4] [--sentences 500]
 
@@ -37,12 +37,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def tanh_scores(query_term, projected_keys, v):
-    """The score before the session: v^T tanh(W_s s + W_h h) with torch's tanh."""
+    """The older score: v^T tanh(W_s s + W_h h) with torch's tanh."""
     return torch.matmul((query_term.unsqueeze(1) + projected_keys).tanh_(), v)
 
 
 def torch_selection(x, k):
-    """The selection before the session: torch's max (k == 1) or top-k over whole rows."""
+    """The older selection: torch's max (k == 1) or top-k over whole rows."""
     return x.max(dim=1) if k == 1 else x.topk(k, dim=1)
 
 

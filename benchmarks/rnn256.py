@@ -1,4 +1,4 @@
-"""The "rnn-256" recipe of the peer comparison (issue 5), run with attnmt on Multi30k de->en.
+"""The "rnn-256" recipe of the peer comparison (../shared/peers), run with attnmt on Multi30k de->en.
 
     python benchmarks/rnn256.py [--multi30k ../shared/data/multi30k] [--seconds 240] [--threads 2]
     python benchmarks/rnn256.py --device cuda --precision bf16 --out benchmarks/results/rnn256_cuda_bf16.json
