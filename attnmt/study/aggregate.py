@@ -49,19 +49,7 @@ def aggregate(study: Study, data: StudyData, evals: list[dict]) -> dict:
         runs = sorted((e for e in evals if e["model"] == entry.name), key=lambda e: e["seed"])
         if not runs:
             continue
-        bucket_rows = []
-        for k, (lo, hi) in enumerate(zip(edges, edges[1:])):
-            members = [i for i, n in enumerate(lengths) if lo <= n < hi]
-            if not members:
-                continue
-            per_seed = [next(b for b in r["buckets"] if b["lo"] == lo) for r in runs]
-            interval = seed_mean_interval([[r["hypotheses"][i] for i in members] for r in runs],
-                                          [data.test_tgt[i] for i in members], ev.bleu_tokenize, ev.bootstrap,
-                                          ev.confidence, seed=k)
-            bucket_rows.append({"lo": lo, "hi": hi, "n": len(members), **_spread([b["bleu"] for b in per_seed]),
-                                "ci_low": interval[0] if interval else None,
-                                "ci_high": interval[1] if interval else None,
-                                "seed_intervals": [[b["ci_low"], b["ci_high"]] for b in per_seed]})
+        bucket_rows = _bucket_rows(study, edges, lengths, data.test_tgt, runs)
         overall = seed_mean_interval([r["hypotheses"] for r in runs], data.test_tgt, ev.bleu_tokenize, ev.bootstrap,
                                      ev.confidence, seed=len(edges))
         positions: dict[int, list[float]] = {}
@@ -81,9 +69,11 @@ def aggregate(study: Study, data: StudyData, evals: list[dict]) -> dict:
             "model_type": runs[0]["model_type"], "reverse_source": runs[0]["reverse_source"],
             "seeds": [r["seed"] for r in runs],
             "bleu": {**_spread([r["bleu"] for r in runs]), "ci_low": overall[0] if overall else None,
-                     "ci_high": overall[1] if overall else None},
+                     "ci_high": overall[1] if overall else None,
+                     "seeds_interval": seeds_interval([r["bleu"] for r in runs], ev.confidence)},
             "chrf": _spread([r["chrf"] for r in runs]),
-            "perplexity": _spread([r["perplexity"] for r in runs]),
+            "perplexity": {**_spread([r["perplexity"] for r in runs]),
+                           "seeds_interval": seeds_interval([r["perplexity"] for r in runs], ev.confidence)},
             "buckets": bucket_rows,
             "accuracy_by_position": [{"lo": lo, "hi": lo + ev.position_width, **_spread(v)}
                                      for lo, v in sorted(positions.items())],
@@ -93,8 +83,60 @@ def aggregate(study: Study, data: StudyData, evals: list[dict]) -> dict:
                                       for label, v in by_category.items()},
             "training": {key: _spread([r["training"][key] for r in runs])
                          for key in ("steps", "train_seconds") if all(r["training"].get(key) is not None for r in runs)},
+            "precision": sorted({str(r["training"].get("precision")) for r in runs}),
+            "extra_tests": {name: _aggregate_extra(study, sources, references, [r["extra_tests"][name] for r in runs])
+                            for name, (sources, references) in data.extra_tests.items()
+                            if all(name in r.get("extra_tests", {}) for r in runs)},
         }
     return models
+
+
+def seeds_interval(values: list[float], confidence: float) -> list[float] | None:
+    """Student-t interval of the mean over seeds (the seeds' spread, not the test set's sampling
+    error); None with one seed."""
+    from scipy import stats
+
+    if len(values) < 2:
+        return None
+    mean, sem = float(np.mean(values)), float(np.std(values, ddof=1)) / np.sqrt(len(values))
+    half = float(stats.t.ppf(0.5 + confidence / 2, len(values) - 1)) * sem
+    return [mean - half, mean + half]
+
+
+def _bucket_rows(study: Study, edges: list[int], lengths: list[int], references: list[str],
+                 runs: list[dict]) -> list[dict]:
+    """Per non-empty bucket: the seeds' BLEU, their spread and the bootstrap interval of their mean."""
+    ev = study.evaluation
+    rows = []
+    for k, (lo, hi) in enumerate(zip(edges, edges[1:])):
+        members = [i for i, n in enumerate(lengths) if lo <= n < hi]
+        if not members:
+            continue
+        per_seed = [next(b for b in r["buckets"] if b["lo"] == lo) for r in runs]
+        interval = seed_mean_interval([[r["hypotheses"][i] for i in members] for r in runs],
+                                      [references[i] for i in members], ev.bleu_tokenize, ev.bootstrap,
+                                      ev.confidence, seed=k)
+        rows.append({"lo": lo, "hi": hi, "n": len(members), **_spread([b["bleu"] for b in per_seed]),
+                     "ci_low": interval[0] if interval else None,
+                     "ci_high": interval[1] if interval else None,
+                     "seed_intervals": [[b["ci_low"], b["ci_high"]] for b in per_seed]})
+    return rows
+
+
+def _aggregate_extra(study: Study, sources: list[str], references: list[str], runs: list[dict]) -> dict:
+    """A further test set over seeds: corpus BLEU with its interval, perplexity, BLEU by length."""
+    ev = study.evaluation
+    lengths = [len(s.split()) for s in sources]
+    edges = bucket_edges_for(study, lengths, clip=True)
+    overall = seed_mean_interval([r["hypotheses"] for r in runs], references, ev.bleu_tokenize, ev.bootstrap,
+                                 ev.confidence, seed=len(edges))
+    return {"n": len(sources),
+            "bleu": {**_spread([r["bleu"] for r in runs]), "ci_low": overall[0] if overall else None,
+                     "ci_high": overall[1] if overall else None},
+            "chrf": _spread([r["chrf"] for r in runs]),
+            "perplexity": {**_spread([r["perplexity"] for r in runs]),
+                           "seeds_interval": seeds_interval([r["perplexity"] for r in runs], ev.confidence)},
+            "buckets": _bucket_rows(study, edges, lengths, references, runs)}
 
 
 def diagonal_baselines(study: Study, data: StudyData) -> dict[str, dict]:

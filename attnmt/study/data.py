@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from attnmt.errors import UserError
-from attnmt.study.spec import Multi30kLongData, Study, SyntheticData, resolve_path
+from attnmt.study.spec import Multi30kLongData, Study, SyntheticData, TatoebaLongData, resolve_path
 
 
 @dataclass
@@ -27,6 +27,9 @@ class StudyData:
     # Synthetic data only: for each test pair, a label per target word naming the category of the
     # source word it translates, to show which kinds of words attention aligns well.
     test_labels: list[list[str]] | None = None
+    # Further test sets measured like the test split but reported on their own (name -> sources,
+    # references), e.g. the naturally long sentences of a corpus beside its joined test pairs.
+    extra_tests: dict[str, tuple[list[str], list[str]]] = field(default_factory=dict)
 
     @property
     def test_lengths(self) -> list[int]:
@@ -49,20 +52,24 @@ def prepare_data(study: Study, out: Path) -> StudyData:
     """Generate or read the study's data and write train/valid/test files to ``out/data``."""
     directory = out / "data"
     labels = None
+    base_dir = Path(study.path or ".").parent
     if study.data.synthetic is not None:
         splits, gold, labels = _synthetic_splits(study.data.synthetic, directory)
+    elif study.data.tatoeba_long is not None:
+        splits, gold = tatoeba_long_splits(study.data.tatoeba_long, base_dir), None
     else:
-        base_dir = Path(study.path or ".").parent
         splits, gold = _multi30k_long_splits(study.data.multi30k_long, base_dir), None  # type: ignore[arg-type]
     for split, pairs in splits.items():
         _write_split(directory, split, pairs)
+    extra = [split for split in splits if split not in ("train", "valid", "test")]
     digest = hashlib.sha256()
-    for split in ("train", "valid", "test"):
+    for split in ("train", "valid", "test", *extra):
         for s, t in splits[split]:
             digest.update(f"{s}\t{t}\n".encode())
     summary = {split: _length_summary(pairs) for split, pairs in splits.items()}
     return StudyData(directory, [s for s, _ in splits["test"]], [t for _, t in splits["test"]], gold, summary,
-                     digest.hexdigest()[:12], labels)
+                     digest.hexdigest()[:12], labels,
+                     {split: ([s for s, _ in splits[split]], [t for _, t in splits[split]]) for split in extra})
 
 
 def _synthetic_splits(cfg: SyntheticData, directory: Path):
@@ -155,3 +162,87 @@ def _multi30k_long_splits(cfg: Multi30kLongData, base_dir: Path) -> dict[str, li
 
 
 # ================================================================ runs: training
+
+
+def _words(sentence: str) -> int:
+    return len(sentence.split())
+
+
+def join_to_lengths(pairs: list[tuple[str, str]], targets: list[int]) -> list[tuple[str, str]]:
+    """Join consecutive ``pairs`` into one pair per target length: pairs are taken in order, each
+    once, until the joined source has at least that many words (so a target of a few words is
+    usually one sentence). Stops when the pairs run out."""
+    joined, i = [], 0
+    for target in targets:
+        run: list[tuple[str, str]] = []
+        words = 0
+        while i < len(pairs) and words < target:
+            run.append(pairs[i])
+            words += _words(pairs[i][0])
+            i += 1
+        if words < target:
+            break
+        joined.append((" ".join(s for s, _ in run), " ".join(t for _, t in run)))
+    return joined
+
+
+def tatoeba_long_splits(cfg: TatoebaLongData, base_dir: Path) -> dict[str, list[tuple[str, str]]]:
+    """train, valid, test (joined held-out sentences) and natural (naturally long held-out
+    sentences plus the Multi30k test captions); see :class:`TatoebaLongData`."""
+    from attnmt.data.corpus import read_parallel, read_tsv
+    from attnmt.data.split import split_held_out
+    from attnmt.data.tokenize import normalize_whitespace
+
+    path = resolve_path(cfg.tatoeba, base_dir)
+    if not path.is_file():
+        raise UserError(f"tatoeba: file not found: {path}; set data.tatoeba_long.tatoeba (relative to the study "
+                        "file) to a manythings.org export (English TAB other language, plain or .gz)")
+    flip = (lambda ps: [(t, s) for s, t in ps]) if cfg.reverse_direction else (lambda ps: list(ps))
+    pairs = flip(read_tsv(path, 0, 1))
+    rng = random.Random(cfg.seed)
+    # A share of the naturally long sources, with every pair that shares either of their sentences.
+    def key(sentence: str) -> str:
+        return normalize_whitespace(sentence).casefold()
+
+    long_sources = sorted({key(s) for s, _ in pairs if _words(s) >= cfg.natural_min_words})
+    chosen = set(rng.sample(long_sources, round(cfg.natural_share * len(long_sources))))
+    chosen_targets = {key(t) for s, t in pairs if key(s) in chosen}
+    out = [key(s) in chosen or key(t) in chosen_targets for s, t in pairs]
+    # (A short pair that shares a long one's translation is dropped: in neither training nor test.)
+    natural = [p for p, o in zip(pairs, out) if o and _words(p[0]) >= cfg.natural_min_words]
+    pairs = [p for p, o in zip(pairs, out) if not o]
+    # Whole groups of pairs that share a sentence: no held-out sentence occurs in training.
+    train, valid_pool, held = split_held_out(pairs, 3 * cfg.valid, cfg.held_out, cfg.seed)
+    natural += [p for p in held if _words(p[0]) >= cfg.natural_min_words]
+    pool = [p for p in held if _words(p[0]) < cfg.natural_min_words]
+    rng.shuffle(pool)
+    test = join_to_lengths(pool, [rng.randint(cfg.test_min_words, cfg.test_max_words) for _ in range(cfg.test)])
+    test = [p for p in test if _words(p[0]) <= cfg.test_max_words]
+    rng.shuffle(valid_pool)
+    valid = join_to_lengths(valid_pool, [rng.randint(1, cfg.train_max_words) for _ in range(cfg.valid)])
+    valid = [p for p in valid if _words(p[0]) <= cfg.train_max_words]
+    train = [p for p in train if _words(p[0]) <= cfg.train_max_words]
+    if cfg.multi30k is not None:
+        directory = resolve_path(cfg.multi30k, base_dir)
+        langs = ("en", cfg.multi30k_other_lang)
+        src_lang, tgt_lang = langs[::-1] if cfg.reverse_direction else langs
+
+        def read(split: str) -> list[tuple[str, str]]:
+            return read_parallel(_multi30k_file(directory, split, src_lang), _multi30k_file(directory, split, tgt_lang))
+
+        train += [p for p in read("train") if _words(p[0]) <= cfg.train_max_words]
+        if cfg.natural_multi30k_split:
+            natural += read(cfg.natural_multi30k_split)
+    shuffled = list(train)
+    rng.shuffle(shuffled)
+    joined = join_to_lengths(shuffled, [rng.randint(min(10, cfg.train_max_words), cfg.train_max_words)
+                                        for _ in range(cfg.train_joined)])
+    train += [p for p in joined if _words(p[0]) <= cfg.train_max_words]
+    rng.shuffle(train)
+    if not test:
+        raise UserError(f"tatoeba: no test pair could be made from {len(pool)} held-out sentences; raise "
+                        "data.tatoeba_long.held_out")
+    splits = {"train": train, "valid": valid, "test": test}
+    if natural:
+        splits["natural"] = natural
+    return splits

@@ -22,7 +22,8 @@ def _train_log_summary(model_dir: Path) -> dict:
 
     summary = training_summary(model_dir)
     return {"parameters": summary.get("parameters"), "steps": summary.get("steps"),
-            "train_seconds": summary.get("wall_s"), "stop_reason": summary.get("stop_reason")}
+            "train_seconds": summary.get("wall_s"), "stop_reason": summary.get("stop_reason"),
+            "precision": summary.get("precision")}
 
 
 def _eval_key(run: Run, data: StudyData, study: Study) -> str:
@@ -32,6 +33,8 @@ def _eval_key(run: Run, data: StudyData, study: Study) -> str:
     settings = {"evaluation": dataclasses.asdict(study.evaluation), "alignment": dataclasses.asdict(study.alignment),
                 "checkpoint": [str(checkpoint), stat.st_size, stat.st_mtime_ns], "data": data.fingerprint,
                 "version": 2}
+    if data.extra_tests:
+        settings["extra_tests"] = sorted(data.extra_tests)
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -72,10 +75,14 @@ def teacher_forced_stats(translator, sources: list[str], targets: list[str], wid
     }
 
 
-def bucket_edges_for(study: Study, lengths: list[int]) -> list[int]:
+def bucket_edges_for(study: Study, lengths: list[int], clip: bool = False) -> list[int]:
+    """The source-length bucket edges of the study. ``clip`` (for extra test sets): the first and
+    last edge widened to cover ``lengths`` instead of an error."""
     from attnmt.evaluate import length_edges
 
     edges = list(study.evaluation.bucket_edges) or length_edges(lengths)
+    if clip:
+        return [min(edges[0], min(lengths)), *edges[1:-1], max(edges[-1], max(lengths) + 1)]
     if min(lengths) < edges[0] or max(lengths) >= edges[-1]:
         raise UserError(f"evaluation.bucket_edges {edges} do not cover the test source lengths "
                         f"{min(lengths)}-{max(lengths)}; widen the first or last edge")
@@ -129,6 +136,8 @@ def evaluate_run(run: Run, data: StudyData, study: Study, out: Path) -> dict:
         "buckets": [dataclasses.asdict(b) for b in buckets], "decode_seconds": decode_seconds,
         **teacher_forced_stats(translator, data.test_src, data.test_tgt, ev.position_width),
         "alignment": {}, "hypotheses": hypotheses,
+        "extra_tests": {name: measure_test_set(translator, study, sources, references, run.seed)
+                        for name, (sources, references) in data.extra_tests.items()},
     }
     wanted = study.alignment.models or [m.name for m in study.models]
     if run.model in wanted and translator.model_type != "seq2seq":
@@ -145,6 +154,21 @@ def evaluate_run(run: Run, data: StudyData, study: Study, out: Path) -> dict:
     cache.parent.mkdir(parents=True, exist_ok=True)
     cache.write_text(json.dumps(result, ensure_ascii=False), encoding="utf-8")
     return result
+
+
+def measure_test_set(translator, study: Study, sources: list[str], references: list[str], seed: int) -> dict:
+    """BLEU (corpus and by source length), chrF and perplexity of one model on a further test set."""
+    from attnmt.evaluate import bleu_by_length, corpus_scores
+
+    ev = study.evaluation
+    hypotheses = [t.text for t in translator.translate(sources, beam=ev.beam)]
+    lengths = [len(s.split()) for s in sources]
+    buckets = bleu_by_length(lengths, hypotheses, references, edges=bucket_edges_for(study, lengths, clip=True),
+                             tokenize=ev.bleu_tokenize, bootstrap=ev.bootstrap, confidence=ev.confidence, seed=seed)
+    scores = corpus_scores(hypotheses, references, tokenize=ev.bleu_tokenize)
+    stats = teacher_forced_stats(translator, sources, references, ev.position_width)
+    return {"bleu": scores.bleu, "chrf": scores.chrf, "perplexity": stats["perplexity"],
+            "buckets": [dataclasses.asdict(b) for b in buckets], "hypotheses": hypotheses}
 
 
 def argmax_accuracy_by_label(predicted: list[set], gold: list, labels: list[list[str]]) -> dict[str, dict]:

@@ -45,6 +45,18 @@ def findings(models: dict[str, dict], diagonal: dict[str, dict]) -> list[str]:
                          f"({ratio:.0%} of the shortest bucket"
                          f"{'; the intervals do not overlap' if separated else ''}).")
     seq2seq = {m["reverse_source"]: (name, m) for name, m in models.items() if m["model_type"] == "seq2seq"}
+    # The bottleneck's test: does the fixed-vector model's longest bucket lie apart from each attention model's?
+    for fixed_name, fixed in [seq2seq.get(True) or seq2seq[False]] if seq2seq else []:
+        for name, m in models.items():
+            if m["model_type"] == "seq2seq" or not (fixed["buckets"] and m["buckets"]):
+                continue
+            a, b = fixed["buckets"][-1], m["buckets"][-1]
+            if None in (a["ci_low"], a["ci_high"], b["ci_low"], b["ci_high"]) or a["lo"] != b["lo"]:
+                continue
+            apart = a["ci_high"] < b["ci_low"] or b["ci_high"] < a["ci_low"]
+            lines.append(f"Longest bucket ({a['lo']}-{a['hi'] - 1} words): {fixed_name} "
+                         f"[{a['ci_low']:.1f}, {a['ci_high']:.1f}], {name} [{b['ci_low']:.1f}, {b['ci_high']:.1f}]: "
+                         f"the intervals {'do not overlap' if apart else 'overlap'}.")
     if True in seq2seq and False in seq2seq:
         (fwd, f), (rev, r) = seq2seq[False], seq2seq[True]
         lines.append(f"Reversing the source ({fwd} -> {rev}): test perplexity {f['perplexity']['mean']:.2f} -> "
@@ -98,6 +110,23 @@ def render_html(study: Study, result: dict, figures: dict[str, Path], heatmaps: 
         rows.append(row)
     rows.append(["all", str(sum(n for _, _, n in edges)), *(_bleu_cell(m["bleu"]) for m in models.values())])
     parts.append(_table(["source words", "n", *models], rows))
+    for set_name in sorted({name for m in models.values() for name in m.get("extra_tests", {})}):
+        shown = {name: m["extra_tests"][set_name] for name, m in models.items() if set_name in m.get("extra_tests", {})}
+        parts.append(f"<h3>Test set {html.escape(set_name)}, reported on its own</h3>")
+        parts.append("<p>BLEU by source length as above, and test perplexity (mean ± standard deviation over "
+                     "seeds).</p>")
+        buckets = sorted({(r["lo"], r["hi"], r["n"]) for x in shown.values() for r in x["buckets"]})
+        rows = []
+        for lo, hi, n in buckets:
+            row = [f"{lo}-{hi - 1}", str(n)]
+            for x in shown.values():
+                r = next((r for r in x["buckets"] if r["lo"] == lo), None)
+                row.append(_bleu_cell(r) if r else "–")
+            rows.append(row)
+        rows.append(["all", str(sum(n for _, _, n in buckets)), *(_bleu_cell(x["bleu"]) for x in shown.values())])
+        rows.append(["perplexity", "", *(f"{_f(x['perplexity']['mean'], 2)} ± {_f(x['perplexity']['std'], 2)}"
+                                         for x in shown.values())])
+        parts.append(_table(["source words", "n", *shown], rows))
 
     parts.append("<h2>2. Perplexity, BLEU and the reversed source</h2>")
     parts.append("<p>Test perplexity under teacher forcing (per target token, mean ± standard deviation over seeds) "
@@ -145,9 +174,10 @@ def render_html(study: Study, result: dict, figures: dict[str, Path], heatmaps: 
 
     parts.append("<h2>4. Runs</h2>")
     rows = [[html.escape(r["label"]), r["action"], _f(r.get("steps"), 0), _f(r.get("train_seconds"), 0),
-             html.escape(str(r.get("stop_reason", ""))), _f(r["bleu"]), _f(r["perplexity"], 2),
-             html.escape(r["model_dir"])] for r in result["runs"]]
-    parts.append(_table(["run", "this time", "steps", "train s", "stopped by", "BLEU", "perplexity", "folder"], rows))
+             html.escape(str(r.get("stop_reason", ""))), html.escape(str(r.get("precision") or "–")), _f(r["bleu"]),
+             _f(r["perplexity"], 2), html.escape(r["model_dir"])] for r in result["runs"]]
+    parts.append(_table(["run", "this time", "steps", "train s", "stopped by", "precision", "BLEU", "perplexity",
+                         "folder"], rows))
     parts.append("<p>Every number of this page is in results.json next to it.</p></body></html>")
     return "\n".join(parts)
 

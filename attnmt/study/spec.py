@@ -69,11 +69,57 @@ class Multi30kLongData:
 
 
 @dataclass
+class TatoebaLongData:
+    """Tatoeba (plus Multi30k) with long test pairs made by joining consecutive held-out sentences.
+
+    Training pairs are Tatoeba's (plus Multi30k's training captions) of at most ``train_max_words``
+    source words, with ``train_joined`` more pairs made by joining consecutive training pairs up to
+    that length (as Bahdanau et al. trained on sentences of up to 30 or 50 words). Whole groups of
+    pairs sharing a sentence are held out (attnmt.data.split); the held-out sentences, in a shuffled
+    order, are joined consecutively to target lengths drawn uniformly from ``test_min_words`` to
+    ``test_max_words``: a test of short single sentences up to pairs well beyond the training
+    length. Naturally long sentences (at least ``natural_min_words``; ``natural_share`` of them,
+    and any the held-out draw catches) are kept out of training and the joins and, with the
+    Multi30k test captions when given, form a second test set reported on its own.
+    """
+
+    tatoeba: str = "../../shared/data/tatoeba/fra-eng.tsv.gz"  # English TAB other language; relative to the study file
+    multi30k: Optional[str] = "../../shared/data/multi30k"  # official raw files; null: Tatoeba only
+    reverse_direction: bool = False  # false: English -> the other language; true: the other way
+    multi30k_other_lang: str = "fr"  # the Multi30k language paired with English
+    train_max_words: int = 40  # training pairs with more source words are dropped (joins stay within it)
+    train_joined: int = 30000  # joined training pairs added (at least 10 source words each)
+    held_out: int = 6000  # held-out Tatoeba pairs, whole groups: joined into the test pairs
+    valid: int = 300  # joined validation pairs of 1..train_max_words words (held out separately)
+    test: int = 700  # joined test pairs (fewer if the held-out sentences run out)
+    test_min_words: int = 1
+    test_max_words: int = 69
+    natural_min_words: int = 15  # held-out sentences this long go to the natural test set, not into joins
+    # Share of all the naturally long pairs (at least natural_min_words) held out for the natural
+    # test set, beyond those the random held-out draw catches (0: only those).
+    natural_share: float = 0.5
+    natural_multi30k_split: Optional[str] = "test_2016_flickr"  # Multi30k captions added to the natural set
+    seed: int = 1
+
+    def __post_init__(self) -> None:
+        _check_range("data.tatoeba_long.train_max_words", self.train_max_words, 1, None)
+        _check_range("data.tatoeba_long.train_joined", self.train_joined, 0, None)
+        _check_range("data.tatoeba_long.held_out", self.held_out, 1, None)
+        _check_range("data.tatoeba_long.valid", self.valid, 1, None)
+        _check_range("data.tatoeba_long.test", self.test, 1, None)
+        _check_range("data.tatoeba_long.test_min_words", self.test_min_words, 1, None)
+        _check_range("data.tatoeba_long.test_max_words", self.test_max_words, self.test_min_words, None)
+        _check_range("data.tatoeba_long.natural_min_words", self.natural_min_words, 1, None)
+        _check_range("data.tatoeba_long.natural_share", self.natural_share, 0.0, 1.0)
+
+
+@dataclass
 class DataSection:
-    """Exactly one of the two sources of data."""
+    """Exactly one of the sources of data."""
 
     synthetic: Optional[SyntheticData] = None
     multi30k_long: Optional[Multi30kLongData] = None
+    tatoeba_long: Optional[TatoebaLongData] = None
 
 
 @dataclass
@@ -242,8 +288,8 @@ def study_from_dict(raw: dict, path: Path | None = None) -> Study:
 def _validate(study: Study) -> None:
     """The checks that span several fields."""
     d = study.data
-    if (d.synthetic is None) == (d.multi30k_long is None):
-        raise UserError("config: data must have exactly one of 'synthetic' or 'multi30k_long'")
+    if sum(x is not None for x in (d.synthetic, d.multi30k_long, d.tatoeba_long)) != 1:
+        raise UserError("config: data must have exactly one of 'synthetic', 'multi30k_long' or 'tatoeba_long'")
     _check_range("jobs", study.jobs, 1, None)
     if not study.models:
         raise UserError("config: models is empty; list at least one model (name plus config and/or overrides)")
