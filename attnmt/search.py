@@ -258,6 +258,113 @@ def left_to_right(model, src: Tensor, src_len: Tensor, choose, copies: int = 1, 
 # -------------------------------------------------------------------------------------------- beam
 
 
+@dataclass
+class _Beam:
+    """The live hypotheses of the unsettled sentences. Rows are sentence-major: row a*width + k is
+    hypothesis k of active sentence a, laid out as greedy search lays out its rows."""
+
+    sent: Tensor  # [n] original index of each active sentence
+    enc: dict
+    state: dict
+    width: int  # hypotheses per sentence: the empty one at the first step, K after it
+    y_prev: Tensor  # [n*width]
+    cum: Tensor  # [n, width] log prob so far (-inf: a dead row)
+    tokens: Tensor  # [n*width, t]
+    attn: Tensor | None  # [n*width, t, S]
+    worst_kept: Tensor  # [n] the n_best-th best finished score
+
+    @classmethod
+    def start(cls, model, src: Tensor, src_len: Tensor) -> _Beam:
+        n, device = src.size(0), src.device
+        sent = torch.arange(n, device=device)
+        enc = _select_rows(model.encode(src, src_len), sent)
+        return cls(sent, enc, model.init_state(enc), 1, torch.full((n,), BOS_ID, dtype=torch.long, device=device),
+                   torch.zeros(n, 1, device=device), torch.empty(n, 0, dtype=torch.long, device=device), None,
+                   torch.full((n,), float("-inf"), device=device))
+
+    def step_log_probs(self, model, at_max_len: Tensor, min_lens: Tensor | None,
+                       no_repeat_ngram: int) -> tuple[Tensor, Tensor | None]:
+        """The model's next-token log probs for every row, with the bans applied; and its attention."""
+        log_probs, self.state, alpha = model.decode_step(self.y_prev, self.state, self.enc)
+        log_probs = _prepare_log_probs(log_probs, at_max_len.repeat_interleave(self.width))
+        if min_lens is not None or no_repeat_ngram:
+            row_min = None if min_lens is None else min_lens[self.sent].repeat_interleave(self.width)
+            apply_constraints(log_probs, self.tokens, row_min, no_repeat_ngram)
+        return log_probs, alpha
+
+    def expand(self, log_probs: Tensor, alpha: Tensor | None, K: int) -> tuple[Tensor, Tensor]:
+        """Keep the K best expansions of each sentence's live hypotheses; returns their parent rows and tokens.
+
+        A row adds one constant (its cum) to all its log probs, so the K best of a sentence are among the
+        K best of each row: ranking rows first spares adding cum to, and ranking, all n*width*V scores.
+        """
+        n, width, device = self.sent.numel(), self.width, self.sent.device
+        per_row = min(K, log_probs.size(1))
+        # [n*width, per_row]; with per_row 1 greedy's selection, exactly (top-k and max may break ties differently)
+        row_lp, row_tok = (t.view(n * width, per_row) for t in _best_per_row(log_probs, per_row))
+        candidates = (self.cum.view(-1, 1) + row_lp).view(n, width * per_row)
+        cum, pick = candidates.topk(min(K, width * per_row), dim=1)  # [n, K], best first
+        if cum.size(1) < K:  # a vocabulary smaller than the beam, at the first step: the rest are dead rows
+            cum = torch.nn.functional.pad(cum, (0, K - cum.size(1)), value=float("-inf"))
+            pick = torch.nn.functional.pad(pick, (0, K - pick.size(1)))
+        self.cum = cum
+        tok = row_tok.view(n, width * per_row).gather(1, pick).view(-1)
+        parent = ((torch.arange(n, device=device) * width).unsqueeze(1) + pick // per_row).view(-1)  # rows
+        self.tokens = torch.cat([self.tokens.index_select(0, parent), tok.unsqueeze(1)], dim=1)
+        if alpha is not None:
+            rows = alpha.index_select(0, parent).unsqueeze(1).float()
+            self.attn = rows if self.attn is None else torch.cat([self.attn.index_select(0, parent), rows], dim=1)
+        return parent, tok
+
+    def finish(self, tok: Tensor, K: int, finished: list[list[Hypothesis]], n_best: int, lengths: list[int],
+               length_penalty: float) -> None:
+        """Candidates ending in EOS are finished hypotheses; their rows die (log prob -inf)."""
+        n = self.sent.numel()
+        is_eos = (tok == EOS_ID).view(n, K)
+        new_finished = is_eos & torch.isfinite(self.cum)
+        if bool(new_finished.any()):
+            rows = new_finished.view(-1).nonzero().flatten()  # sentence-major, as nonzero() orders (a, k)
+            _add_finished(finished, rows, self.sent[rows // K].tolist(), self.cum.view(-1)[rows].tolist(),
+                          self.tokens, self.attn, lengths, length_penalty)
+            for a in new_finished.any(1).nonzero().flatten().tolist():
+                scores = sorted((h.score for h in finished[int(self.sent[a])]), reverse=True)
+                if len(scores) >= n_best:
+                    self.worst_kept[a] = scores[n_best - 1]
+        self.cum = self.cum.masked_fill(is_eos, float("-inf"))
+
+    def settled(self, step: int, lp_longest: Tensor, length_penalty: float, stopping: str) -> Tensor:
+        """[n] True for a sentence with nothing live, or no live hypothesis that can beat its worst kept one."""
+        live = torch.isfinite(self.cum)
+        lp_now = length_penalty_factor(step + 2, length_penalty)  # live ones hold step+1 tokens
+        if stopping == "exact":  # the largest divisor a live hypothesis can still reach
+            divisor: Tensor | float = lp_longest[self.sent].clamp(min=lp_now).unsqueeze(1)
+        else:  # "early": as if each live hypothesis ended now
+            divisor = lp_now
+        bound = (self.cum / divisor).masked_fill(~live, float("-inf")).max(dim=1).values
+        return ~live.any(dim=1) | (self.worst_kept >= bound)
+
+    def keep_unsettled(self, done: Tensor, parent: Tensor, tok: Tensor, K: int) -> tuple[Tensor, Tensor]:
+        """Shrink the batch to the unsettled sentences; returns their parent rows and tokens."""
+        if not bool(done.any()):
+            return parent, tok
+        keep = (~done).nonzero().flatten()
+        keep_rows = (keep.unsqueeze(1) * K + torch.arange(K, device=keep.device)).view(-1)
+        if self.width == K:
+            self.enc = _select_rows(self.enc, keep_rows)
+        self.sent, self.cum, self.worst_kept = self.sent[keep], self.cum[keep], self.worst_kept[keep]
+        self.tokens = self.tokens[keep_rows]
+        self.attn = None if self.attn is None else self.attn[keep_rows]
+        return parent[keep_rows], tok[keep_rows]
+
+    def reorder(self, parent: Tensor, tok: Tensor, K: int) -> None:
+        """The decoder states of the kept expansions, and their tokens as the next inputs."""
+        if self.width < K:  # after the first step each hypothesis needs its own copy of the source's rows
+            self.enc = _select_rows(self.enc, parent)
+            self.width = K
+        self.state = _select_rows(self.state, parent)
+        self.y_prev = tok
+
+
 @torch.inference_mode()
 def beam_search(model, src: Tensor, src_len: Tensor, beam_size: int = 5, n_best: int = 1,
                 length_penalty: float = 1.0, max_len_a: float = 1.5, max_len_b: float = 10,
@@ -304,86 +411,18 @@ def beam_search(model, src: Tensor, src_len: Tensor, beam_size: int = 5, n_best:
     lp_longest = torch.tensor([length_penalty_factor(m + 1, length_penalty) for m in max_len_list],
                               device=device)
     finished: list[list[Hypothesis]] = [[] for _ in range(batch_size)]
-    ninf = float("-inf")
 
     with _eval_mode(model):
-        # rows are sentence-major: row a*width + k is hypothesis k of active sentence a. Laid out as greedy's.
-        sent = torch.arange(batch_size, device=device)  # original index of each active sentence
-        enc = _select_rows(model.encode(src, src_len), sent)
-        state = model.init_state(enc)
-        width = 1  # hypotheses per sentence: the empty one at the first step, K after it
-        y_prev = torch.full((batch_size,), BOS_ID, dtype=torch.long, device=device)
-        cum = torch.zeros(batch_size, 1, device=device)  # [n, width] log prob so far (-inf: a dead row)
-        tokens = torch.empty(batch_size, 0, dtype=torch.long, device=device)
-        attn: Tensor | None = None  # [n*width, t, S]
-        worst_kept = torch.full((batch_size,), ninf, device=device)  # n_best-th best finished score
-
+        beam = _Beam.start(model, src, src_len)
         for step in range(int(max_lens.max()) + 1):
-            n = sent.numel()
-            log_probs, state, alpha = model.decode_step(y_prev, state, enc)
-            at_max_len = (max_lens[sent] == step).repeat_interleave(width)
-            log_probs = _prepare_log_probs(log_probs, at_max_len)
-            if min_lens is not None or no_repeat_ngram:
-                row_min = None if min_lens is None else min_lens[sent].repeat_interleave(width)
-                apply_constraints(log_probs, tokens, row_min, no_repeat_ngram)
-            vocab = log_probs.size(1)
-
-            # The K best expansions of each sentence's live hypotheses (dead rows hold -inf). A row adds
-            # one constant (its cum) to all its log probs, so they are among the K best of each row:
-            # ranking rows first spares adding cum to, and ranking, all n*width*V scores.
-            per_row = min(K, vocab)
-            # [n*width, per_row]; with per_row 1 greedy's selection, exactly (top-k and max may break ties differently)
-            row_lp, row_tok = (t.view(n * width, per_row) for t in _best_per_row(log_probs, per_row))
-            candidates = (cum.view(-1, 1) + row_lp).view(n, width * per_row)
-            cum, pick = candidates.topk(min(K, width * per_row), dim=1)  # [n, K], best first
-            if cum.size(1) < K:  # a vocabulary smaller than the beam, at the first step: the rest are dead rows
-                cum = torch.nn.functional.pad(cum, (0, K - cum.size(1)), value=ninf)
-                pick = torch.nn.functional.pad(pick, (0, K - pick.size(1)))
-            tok = row_tok.view(n, width * per_row).gather(1, pick).view(-1)
-            parent = ((torch.arange(n, device=device) * width).unsqueeze(1) + pick // per_row).view(-1)  # rows
-            tokens = torch.cat([tokens.index_select(0, parent), tok.unsqueeze(1)], dim=1)
-            if alpha is not None:
-                rows = alpha.index_select(0, parent).unsqueeze(1).float()
-                attn = rows if attn is None else torch.cat([attn.index_select(0, parent), rows], dim=1)
-
-            # candidates ending in EOS are finished; their rows die (log prob -inf)
-            is_eos = (tok == EOS_ID).view(n, K)
-            new_finished = is_eos & torch.isfinite(cum)
-            if bool(new_finished.any()):
-                rows = new_finished.view(-1).nonzero().flatten()  # sentence-major, as nonzero() orders (a, k)
-                _add_finished(finished, rows, sent[rows // K].tolist(), cum.view(-1)[rows].tolist(), tokens, attn,
-                              lengths, length_penalty)
-                for a in new_finished.any(1).nonzero().flatten().tolist():
-                    scores = sorted((h.score for h in finished[int(sent[a])]), reverse=True)
-                    if len(scores) >= n_best:
-                        worst_kept[a] = scores[n_best - 1]
-            cum = cum.masked_fill(is_eos, ninf)
-
-            # settled: nothing live, or no live hypothesis can beat the worst kept finished one
-            live = torch.isfinite(cum)
-            lp_now = length_penalty_factor(step + 2, length_penalty)  # live ones hold step+1 tokens
-            if stopping == "exact":  # the largest divisor a live hypothesis can still reach
-                divisor: Tensor | float = lp_longest[sent].clamp(min=lp_now).unsqueeze(1)
-            else:  # "early": as if each live hypothesis ended now
-                divisor = lp_now
-            bound = (cum / divisor).masked_fill(~live, ninf).max(dim=1).values
-            done = ~live.any(dim=1) | (worst_kept >= bound)
+            log_probs, alpha = beam.step_log_probs(model, max_lens[beam.sent] == step, min_lens, no_repeat_ngram)
+            parent, tok = beam.expand(log_probs, alpha, K)
+            beam.finish(tok, K, finished, n_best, lengths, length_penalty)
+            done = beam.settled(step, lp_longest, length_penalty, stopping)
             if bool(done.all()):
                 break
-            if bool(done.any()):  # shrink the batch to the unsettled sentences
-                keep = (~done).nonzero().flatten()
-                keep_rows = (keep.unsqueeze(1) * K + torch.arange(K, device=device)).view(-1)
-                if width == K:
-                    enc = _select_rows(enc, keep_rows)
-                sent, cum, worst_kept = sent[keep], cum[keep], worst_kept[keep]
-                parent, tok = parent[keep_rows], tok[keep_rows]
-                tokens = tokens[keep_rows]
-                attn = None if attn is None else attn[keep_rows]
-            if width < K:  # after the first step each hypothesis needs its own copy of the source's rows
-                enc = _select_rows(enc, parent)
-                width = K
-            state = _select_rows(state, parent)
-            y_prev = tok
+            parent, tok = beam.keep_unsettled(done, parent, tok, K)
+            beam.reorder(parent, tok, K)
 
     results = []
     for hyps in finished:
