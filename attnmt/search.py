@@ -190,6 +190,16 @@ def _greedy_choice(log_probs: Tensor) -> tuple[Tensor, Tensor]:
     return _best_per_row(log_probs, 1)
 
 
+def _end_rows(results: list[list[Hypothesis]], tok: Tensor, cum: Tensor, sent: Tensor, tokens: Tensor,
+              attn: Tensor | None, lengths: list[int], length_penalty: float) -> Tensor:
+    """Rows that end now: at EOS (a hypothesis), or with every continuation at probability 0 (none)."""
+    finished = (tok == EOS_ID) & torch.isfinite(cum)
+    if bool(finished.any()):
+        rows = finished.nonzero().flatten()
+        _add_finished(results, rows, sent[rows].tolist(), cum[rows].tolist(), tokens, attn, lengths, length_penalty)
+    return (tok == EOS_ID) | ~torch.isfinite(cum)
+
+
 @torch.inference_mode()
 def left_to_right(model, src: Tensor, src_len: Tensor, choose, copies: int = 1, max_len_a: float = 1.5,
                   max_len_b: float = 10, max_len_cap: int | None = None, length_penalty: float = 1.0,
@@ -236,13 +246,7 @@ def left_to_right(model, src: Tensor, src_len: Tensor, choose, copies: int = 1, 
                 rows = alpha.unsqueeze(1).float()
                 attn = rows if attn is None else torch.cat([attn, rows], dim=1)
 
-            # a sentence ends at EOS; one whose every continuation has probability 0 ends without result
-            finished = (tok == EOS_ID) & torch.isfinite(cum)
-            done = (tok == EOS_ID) | ~torch.isfinite(cum)
-            if bool(finished.any()):
-                rows = finished.nonzero().flatten()
-                _add_finished(results, rows, sent[rows].tolist(), cum[rows].tolist(), tokens, attn, lengths,
-                              length_penalty)
+            done = _end_rows(results, tok, cum, sent, tokens, attn, lengths, length_penalty)
             if bool(done.all()):
                 break
             keep = (~done).nonzero().flatten()
@@ -256,6 +260,15 @@ def left_to_right(model, src: Tensor, src_len: Tensor, choose, copies: int = 1, 
 
 
 # -------------------------------------------------------------------------------------------- beam
+
+
+def _check_beam_options(beam_size: int, n_best: int, stopping: str) -> None:
+    if beam_size < 1:
+        raise UserError(f"search: beam_size must be at least 1, got {beam_size}")
+    if not 1 <= n_best <= beam_size:
+        raise UserError(f"search: n_best must be between 1 and beam_size ({beam_size}), got {n_best}")
+    if stopping not in STOPPING_RULES:
+        raise UserError(f"search: stopping must be one of {STOPPING_RULES}, got {stopping!r}")
 
 
 @dataclass
@@ -392,12 +405,7 @@ def beam_search(model, src: Tensor, src_len: Tensor, beam_size: int = 5, n_best:
     ``beam_size`` rows. With ``beam_size`` 1 this is exactly :func:`greedy_search` (tokens and scores).
     ``min_len``, ``no_repeat_ngram``: :mod:`attnmt.constraints` (a banned expansion is never a candidate).
     """
-    if beam_size < 1:
-        raise UserError(f"search: beam_size must be at least 1, got {beam_size}")
-    if not 1 <= n_best <= beam_size:
-        raise UserError(f"search: n_best must be between 1 and beam_size ({beam_size}), got {n_best}")
-    if stopping not in STOPPING_RULES:
-        raise UserError(f"search: stopping must be one of {STOPPING_RULES}, got {stopping!r}")
+    _check_beam_options(beam_size, n_best, stopping)
     check_constraints(min_len, no_repeat_ngram)
     lengths = _check_inputs(src, src_len)
     batch_size = len(lengths)

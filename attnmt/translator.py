@@ -15,6 +15,7 @@ from attnmt.config import STOPPING_RULES, Config, load_config
 from attnmt.data.batching import collate, token_batches
 from attnmt.data.dataset import TextProcessor, load_processors
 from attnmt.errors import UserError
+from attnmt.forced import eval_mode
 from attnmt.models import build_model
 from attnmt.parallel import map_in_processes
 from attnmt.search import beam_search, greedy_search
@@ -103,14 +104,7 @@ class Translator:
         beam = n_best if sampling is not None else d.beam if beam is None else beam
         length_penalty = d.length_penalty if length_penalty is None else length_penalty
         stopping = d.stopping if stopping is None else stopping
-        if not 1 <= beam <= 100:
-            raise UserError(f"beam={beam} is out of range; allowed: 1 to 100")
-        if not 1 <= n_best <= beam:
-            raise UserError(f"n_best={n_best} is out of range; allowed: 1 to the beam size ({beam})")
-        if workers < 1:
-            raise UserError(f"workers={workers} is out of range; allowed: 1 or more decoding processes")
-        if stopping not in STOPPING_RULES:  # before any worker starts
-            raise UserError(f"stopping={stopping!r} is not a stopping rule; allowed: {', '.join(STOPPING_RULES)}")
+        _check_decoding(beam, n_best, workers, stopping)  # before any worker starts
         src_tokens = [self.src.tokens(s) for s in sentences]
         # An empty line still gets a translation (of nothing): keep line counts equal.
         src_ids = [self.src.vocab.encode(toks) for toks in src_tokens]
@@ -119,13 +113,7 @@ class Translator:
                 raise SentenceTooLong(i, len(ids), self.max_src_tokens)
         results: list[Translation | None] = [
             None if ids else Translation(sentence, "", [], [], None, 0.0) for sentence, ids in zip(sentences, src_ids)]
-        lengths = [max(len(ids), 1) for ids in src_ids]
-        max_sentences = d.batch_size if batch_size is None else batch_size
-        batches = [nonempty for indices in token_batches(lengths, lengths, batch_tokens, shuffle=False, seed=0,
-                                                         epoch=0, max_sentences=max_sentences)
-                   if (nonempty := [i for i in indices if src_ids[i]])]
-        # longest first: worker processes then finish together, not one of them with a long batch last
-        batches.sort(key=lambda indices: -max(lengths[i] for i in indices))
+        batches = _decoding_batches(src_ids, batch_tokens, d.batch_size if batch_size is None else batch_size)
         search = dict(beam_size=beam, n_best=n_best, length_penalty=length_penalty, max_len_a=d.max_len_a,
                       max_len_b=d.max_len_b, stopping=stopping, **extra)
 
@@ -142,17 +130,12 @@ class Translator:
                 translations.append(options[0])
             return translations
 
-        was_training = self.model.training
-        self.model.eval()
-        try:
+        with eval_mode(self.model):
             if self.device.type != "cpu":
                 workers = 1  # a GPU is one device: more processes would only queue on it
             for indices, translations in zip(batches, map_in_processes(decode, len(batches), workers)):
                 for i, translation in zip(indices, translations):
                     results[i] = translation
-        finally:
-            if was_training:
-                self.model.train()
         return results  # type: ignore[return-value]
 
     def align(self, translations: list[Translation], method: str = "argmax", threshold: float = 0.5,
@@ -206,6 +189,28 @@ class Translator:
         attention = hyp.attention.float().cpu().numpy() if hyp.attention is not None else None
         return Translation(source, self.tgt.detokenize(hyp.tokens), src_tokens, self.tgt.vocab.decode(hyp.tokens),
                            attention, float(hyp.score))
+
+
+def _check_decoding(beam: int, n_best: int, workers: int, stopping: str) -> None:
+    if not 1 <= beam <= 100:
+        raise UserError(f"beam={beam} is out of range; allowed: 1 to 100")
+    if not 1 <= n_best <= beam:
+        raise UserError(f"n_best={n_best} is out of range; allowed: 1 to the beam size ({beam})")
+    if workers < 1:
+        raise UserError(f"workers={workers} is out of range; allowed: 1 or more decoding processes")
+    if stopping not in STOPPING_RULES:
+        raise UserError(f"stopping={stopping!r} is not a stopping rule; allowed: {', '.join(STOPPING_RULES)}")
+
+
+def _decoding_batches(src_ids: list[list[int]], batch_tokens: int, max_sentences: int | None) -> list[list[int]]:
+    """Sentences of similar length together (empty ones left out), the longest batches first: worker
+    processes then finish together, not one of them with a long batch last."""
+    lengths = [max(len(ids), 1) for ids in src_ids]
+    batches = [nonempty for indices in token_batches(lengths, lengths, batch_tokens, shuffle=False, seed=0,
+                                                     epoch=0, max_sentences=max_sentences)
+               if (nonempty := [i for i in indices if src_ids[i]])]
+    batches.sort(key=lambda indices: -max(lengths[i] for i in indices))
+    return batches
 
 
 def model_config(model_dir: Path):

@@ -21,8 +21,15 @@ from attnmt import __version__
 from attnmt.serve.batching import DynamicBatcher
 from attnmt.serve.engine import BatchKey, Item, ServedModel, decode_batch, load_models, served_model
 from attnmt.serve.errors import ApiError, BodyLimitMiddleware, install_error_handlers
-from attnmt.serve.schema import (ErrorResponse, HealthResponse, Limits, ModelsResponse, Timing, TranslateRequest,
-                                 TranslateResponse)
+from attnmt.serve.schema import (
+    ErrorResponse,
+    HealthResponse,
+    Limits,
+    ModelsResponse,
+    Timing,
+    TranslateRequest,
+    TranslateResponse,
+)
 from attnmt.translator import Translator
 
 __all__ = ["create_app", "serve"]
@@ -73,6 +80,15 @@ def create_app(models: Mapping[str, Translator | str | Path], *, max_batch_size:
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=limits.max_body_bytes)
 
+    _add_routes(app, served, default_model, limits, batcher, started)
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    return app
+
+
+def _add_routes(app: FastAPI, served: dict[str, ServedModel], default_model: str, limits: Limits,
+                batcher: DynamicBatcher, started: float) -> None:
+    """GET /health, GET /models, POST /translate and the page at /."""
+
     @app.get("/health", response_model=HealthResponse, tags=["service"])
     async def health() -> HealthResponse:
         """Liveness: answers while a batch decodes, since decoding runs in a worker thread."""
@@ -99,9 +115,6 @@ def create_app(models: Mapping[str, Translator | str | Path], *, max_batch_size:
     @app.get("/", include_in_schema=False)
     async def index() -> FileResponse:
         return FileResponse(STATIC_DIR / "index.html", media_type="text/html; charset=utf-8")
-
-    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
-    return app
 
 
 def _resolve(request: TranslateRequest, served: Mapping[str, ServedModel], default_model: str,

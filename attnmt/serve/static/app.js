@@ -141,8 +141,8 @@ async function translate() {
     beam: Number($("beam").value),
     n_best: Number($("n-best").value),
     attention: true,
-    attention_heads: model.model_type === "transformer",
-    alignment: model.model_type !== "seq2seq",
+    attention_heads: model.heads != null,  // the capabilities /models declares
+    alignment: model.has_attention,
     alignment_method: $("align-method").value,
   };
   const id = ++state.requestId;  // a slower earlier answer must not overwrite a later one
