@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import write_result  # noqa: E402
+from benchmarks.common import write_result
 
 TATOEBA = Path(__file__).resolve().parents[2] / "shared" / "data" / "tatoeba" / "deu-eng.tsv.gz"
 
@@ -82,10 +82,10 @@ def child(what: str, folder: Path, workers: int, sample: int) -> dict:
                 "peak_rss_mb": peak_mb()}
     if what == "spm":
         return spm_rate(folder, workers)
+    import torch
+
     from attnmt.data.loading import batch_of, make_batches
     from attnmt.data.store import StoreData
-
-    import torch
 
     data = StoreData(folder / "store")
     batches = make_batches(data, config(folder, "always", sample), shuffle=True, epoch=0)

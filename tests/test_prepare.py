@@ -11,7 +11,7 @@ import yaml
 
 from attnmt.checkpoint import load_checkpoint
 from attnmt.cli import main
-from attnmt.config import config_to_dict, config_from_dict
+from attnmt.config import config_from_dict, config_to_dict
 from attnmt.errors import UserError
 from tests.conftest import tiny_config
 

@@ -73,7 +73,7 @@ def test_windows_cover_the_epoch_once_within_the_token_budget(tiny_corpus, tmp_p
 
 
 def test_two_workers_write_the_same_store_as_one(tiny_corpus, tmp_path, monkeypatch):
-    import attnmt.data.chunks as chunks
+    from attnmt.data import chunks
 
     monkeypatch.setattr(chunks, "CHUNK_BYTES", 512)  # many chunks from the tiny corpus
     config = store_config(tiny_corpus)
@@ -104,7 +104,7 @@ def test_weighted_corpora_give_each_epoch_their_share_and_log_it(tiny_corpus, tm
         drawn = [i for b in batches for i in b]
         from_small = sum(i >= 300 for i in drawn)
         assert (len(drawn), from_small) == (330, 165)  # equal weights: half each, the small corpus repeated
-        assert len(set(i for i in drawn if i < 300)) == 165  # a random half of the big one
+        assert len({i for i in drawn if i < 300}) == 165  # a random half of the big one
     log = [json.loads(line) for line in (tmp_path / "m" / "train_log.jsonl").open(encoding="utf-8")]
     shares = {r["corpus"]: r["pairs_per_epoch"] for r in log if r.get("corpus")}
     assert shares == {"big": 165, "small": 165}

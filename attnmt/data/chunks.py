@@ -99,7 +99,7 @@ def decode_chunk(data: bytes, path: str | Path, line0: int, first: bool, clean: 
         lines.pop()
     if first and lines and lines[0].startswith(_BOM):
         lines[0] = lines[0][1:]
-    lines = [line[:-1] if line.endswith("\r") else line for line in lines]
+    lines = [line.removesuffix("\r") for line in lines]
     return [_clean(line) for line in lines] if clean else lines
 
 

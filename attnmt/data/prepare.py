@@ -79,7 +79,7 @@ def _sample(corpora: list[dict], counts: list[int], cfg, seed: int) -> tuple[lis
             continue
         if corpus["tsv"]:
             cols = (cfg.tsv_src_column, cfg.tsv_tgt_column)
-            pairs = _pick(corpus["tsv"], mine, lambda rows, numbers: split_tsv(rows, corpus["tsv"], numbers, cols))
+            pairs = _pick(corpus["tsv"], mine, lambda rows, numbers, p=corpus["tsv"], c=cols: split_tsv(rows, p, numbers, c))
             src += [s for s, _ in pairs]
             tgt += [t for _, t in pairs]
         else:
