@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -95,17 +95,7 @@ def align_files(model_dir: str | Path | None, src_path: str | Path, tgt_path: st
     """
     from attnmt.data.corpus import read_parallel
 
-    if not 0.0 < threshold <= 1.0:
-        raise UserError(f"--threshold {threshold} is out of range; allowed: > 0 and <= 1")
-    if method not in METHODS:
-        raise UserError(f"--method {method!r} is unknown; allowed: {' | '.join(METHODS)}")
-    if symmetrization is not None and reverse_model is None:
-        raise UserError("align: --symmetrize combines two directions; pass --reverse-model DIR too")
-    if reverse_model is not None and model_dir is None:
-        raise UserError("align: --reverse-model needs --model (the forward direction) too")
-    for name in baselines:
-        if name not in BASELINES:
-            raise UserError(f"--baseline {name!r} is unknown; allowed: {' | '.join(BASELINES)}")
+    _check_align_options(model_dir, threshold, method, reverse_model, symmetrization, baselines)
     pairs = read_parallel(src_path, tgt_path)
     sources, targets = [s for s, _ in pairs], [t for _, t in pairs]
     links: dict[str, list[set[Link]]] = {}
@@ -137,15 +127,33 @@ def align_files(model_dir: str | Path | None, src_path: str | Path, tgt_path: st
         output = f"attention {method}" + (f" {symmetrization}" if symmetrization else "")
     if not links:
         raise UserError("align: nothing to align with; pass --model DIR, --baseline diagonal|eflomal, or both")
-    scores: dict[str, AlignmentScores] = {}
-    if gold_path is not None:
-        gold = read_gold(gold_path)
-        if len(gold) != len(pairs):
-            raise UserError(f"{gold_path} has {len(gold)} lines but {src_path} has {len(pairs)}; they must be "
-                            "line-aligned")
-        _check_gold_in_range(gold, pairs, gold_path)
-        scores = {name: score_alignments(found, gold) for name, found in links.items()}
+    scores = _score_against_gold(links, gold_path, pairs, src_path) if gold_path is not None else {}
     return AlignResult(links, scores, output, seconds)
+
+
+def _check_align_options(model_dir, threshold: float, method: str, reverse_model, symmetrization: str | None,
+                         baselines: Sequence[str]) -> None:
+    if not 0.0 < threshold <= 1.0:
+        raise UserError(f"--threshold {threshold} is out of range; allowed: > 0 and <= 1")
+    if method not in METHODS:
+        raise UserError(f"--method {method!r} is unknown; allowed: {' | '.join(METHODS)}")
+    if symmetrization is not None and reverse_model is None:
+        raise UserError("align: --symmetrize combines two directions; pass --reverse-model DIR too")
+    if reverse_model is not None and model_dir is None:
+        raise UserError("align: --reverse-model needs --model (the forward direction) too")
+    for name in baselines:
+        if name not in BASELINES:
+            raise UserError(f"--baseline {name!r} is unknown; allowed: {' | '.join(BASELINES)}")
+
+
+def _score_against_gold(links: dict[str, list[set[Link]]], gold_path, pairs: list[tuple[str, str]],
+                        src_path) -> dict[str, AlignmentScores]:
+    gold = read_gold(gold_path)
+    if len(gold) != len(pairs):
+        raise UserError(f"{gold_path} has {len(gold)} lines but {src_path} has {len(pairs)}; they must be "
+                        "line-aligned")
+    _check_gold_in_range(gold, pairs, gold_path)
+    return {name: score_alignments(found, gold) for name, found in links.items()}
 
 
 def _eflomal_corpus(path, model_dir) -> list[tuple[str, str]]:

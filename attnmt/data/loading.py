@@ -41,35 +41,7 @@ def load_data(config: Config, model_dir: Path, resume: bool, log, world: World |
     cfg = config.data
     if uses_store(config, model_dir):
         return _load_store(config, model_dir, resume, log, world)
-    if cfg.synthetic:
-        splits = synthetic_splits(cfg, seed=config.train.seed)
-        train_pairs, valid_pairs = splits["train"], splits["valid"]
-    else:
-        train_pairs = corpus = read_split(cfg, "train")
-        if train_pairs is None:
-            raise UserError("config: no training data; set data.train_src and data.train_tgt, data.train_tsv, "
-                            "or data.synthetic: true")
-        valid_pairs = read_split(cfg, "valid")
-        if cfg.valid_size or cfg.test_size:  # held out of the training corpus, whole groups (data/split.py)
-            train_pairs, held_valid, test_pairs = split_held_out(train_pairs, cfg.valid_size, cfg.test_size,
-                                                                 config.train.seed)
-            valid_pairs = held_valid if cfg.valid_size else valid_pairs
-            log.event("data", split="held_out", valid=len(held_valid), test=len(test_pairs), seed=config.train.seed)
-            for name, held in (("valid", held_valid), ("test", test_pairs)):
-                if held and world.is_main:  # for `attnmt evaluate --src MODEL/test.src --ref MODEL/test.tgt`
-                    for side, k in (("src", 0), ("tgt", 1)):
-                        (model_dir / f"{name}.{side}").write_text("".join(p[k] + "\n" for p in held), encoding="utf-8")
-    if cfg.align_text_src is not None:
-        from attnmt.data.corpus import read_parallel
-
-        added = read_parallel(cfg.align_text_src, cfg.align_text_tgt)
-        train_pairs = train_pairs + added * cfg.align_text_copies
-        log.event("data", split="train", alignment_test_text=cfg.align_text_src, pairs=len(added),
-                  copies=cfg.align_text_copies)
-    if cfg.drop_final_punct:
-        before = len(train_pairs)
-        train_pairs = add_unpunctuated(train_pairs, cfg.drop_final_punct, config.train.seed)
-        log.event("data", split="train", augmented_without_final_punctuation=len(train_pairs) - before)
+    train_pairs, valid_pairs, corpus = _read_pairs(config, model_dir, log, world)
     if resume:
         src_proc, tgt_proc = load_processors(model_dir)
     else:
@@ -99,6 +71,48 @@ def load_data(config: Config, model_dir: Path, resume: bool, log, world: World |
         valid, vstats = encode_pairs(valid_pairs, src_proc, tgt_proc, None)
         log.event("data", split="valid", **vstats)
     return train, valid, src_proc, tgt_proc
+
+
+def _read_pairs(config: Config, model_dir: Path, log, world: World):
+    """The training and validation pairs as text, and the training corpus as read (for guided alignment)."""
+    cfg = config.data
+    corpus = None
+    if cfg.synthetic:
+        splits = synthetic_splits(cfg, seed=config.train.seed)
+        train_pairs, valid_pairs = splits["train"], splits["valid"]
+    else:
+        train_pairs = corpus = read_split(cfg, "train")
+        if train_pairs is None:
+            raise UserError("config: no training data; set data.train_src and data.train_tgt, data.train_tsv, "
+                            "or data.synthetic: true")
+        valid_pairs = read_split(cfg, "valid")
+        if cfg.valid_size or cfg.test_size:  # held out of the training corpus, whole groups (data/split.py)
+            train_pairs, valid_pairs = _hold_out(config, model_dir, train_pairs, valid_pairs, log, world)
+    if cfg.align_text_src is not None:
+        from attnmt.data.corpus import read_parallel
+
+        added = read_parallel(cfg.align_text_src, cfg.align_text_tgt)
+        train_pairs = train_pairs + added * cfg.align_text_copies
+        log.event("data", split="train", alignment_test_text=cfg.align_text_src, pairs=len(added),
+                  copies=cfg.align_text_copies)
+    if cfg.drop_final_punct:
+        before = len(train_pairs)
+        train_pairs = add_unpunctuated(train_pairs, cfg.drop_final_punct, config.train.seed)
+        log.event("data", split="train", augmented_without_final_punctuation=len(train_pairs) - before)
+    return train_pairs, valid_pairs, corpus
+
+
+def _hold_out(config: Config, model_dir: Path, train_pairs, valid_pairs, log, world: World):
+    """Validation and test pairs held out of the training corpus; both written into the model folder."""
+    cfg = config.data
+    train_pairs, held_valid, test_pairs = split_held_out(train_pairs, cfg.valid_size, cfg.test_size,
+                                                         config.train.seed)
+    log.event("data", split="held_out", valid=len(held_valid), test=len(test_pairs), seed=config.train.seed)
+    for name, held in (("valid", held_valid), ("test", test_pairs)):
+        if held and world.is_main:  # for `attnmt evaluate --src MODEL/test.src --ref MODEL/test.tgt`
+            for side, k in (("src", 0), ("tgt", 1)):
+                (model_dir / f"{name}.{side}").write_text("".join(p[k] + "\n" for p in held), encoding="utf-8")
+    return train_pairs, held_valid if cfg.valid_size else valid_pairs
 
 
 AUTO_STORE_BYTES = 64 << 20  # data.store: auto uses a store for training files this large
@@ -175,7 +189,8 @@ def _load_store(config: Config, model_dir: Path, resume: bool, log, world: World
 
 def _copy_processors(store: Path, model_dir: Path, resume: bool) -> None:
     """The store's tokenizers and vocabularies into the model folder (which translation reads alone)."""
-    names = sorted(p.name for p in store.iterdir() if p.suffix in (".model", ".vocab", ".json") and p.name != "meta.json")
+    names = sorted(p.name for p in store.iterdir()
+                   if p.suffix in (".model", ".vocab", ".json") and p.name != "meta.json")
     for name in names:
         mine = model_dir / name
         if resume and (not mine.is_file() or mine.read_bytes() != (store / name).read_bytes()):

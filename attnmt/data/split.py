@@ -21,6 +21,32 @@ __all__ = ["split_held_out"]
 Pair = tuple[str, str]
 
 
+def _sharing_groups(pairs: Sequence[Pair]) -> list[list[int]]:
+    """The pairs' indices grouped by shared sentences, in first-occurrence order.
+
+    Union-find over sentences: the source and target of a pair are joined, so pairs that share
+    either side end up with the same root.
+    """
+    parent: dict[tuple[int, str], tuple[int, str]] = {}
+
+    def root(node: tuple[int, str]) -> tuple[int, str]:
+        parent.setdefault(node, node)
+        while parent[node] != node:
+            parent[node] = parent[parent[node]]  # path halving
+            node = parent[node]
+        return node
+
+    keys = [((0, _key(src)), (1, _key(tgt))) for src, tgt in pairs]
+    for a, b in keys:
+        ra, rb = root(a), root(b)
+        if ra != rb:
+            parent[ra] = rb
+    groups: dict[tuple[int, str], list[int]] = {}
+    for i, (a, _) in enumerate(keys):
+        groups.setdefault(root(a), []).append(i)
+    return list(groups.values())
+
+
 def split_held_out(pairs: Sequence[Pair], valid_size: int, test_size: int,
                    seed: int) -> tuple[list[Pair], list[Pair], list[Pair]]:
     """Split ``pairs`` into (train, valid, test) with ``valid_size`` and ``test_size`` pairs held out.
@@ -45,26 +71,8 @@ def split_held_out(pairs: Sequence[Pair], valid_size: int, test_size: int,
     if valid_size + test_size == 0:
         return list(pairs), [], []
 
-    # Union-find over sentences: the source and target of a pair are joined, so pairs that share
-    # either side end up with the same root.
-    parent: dict[tuple[int, str], tuple[int, str]] = {}
-
-    def root(node: tuple[int, str]) -> tuple[int, str]:
-        parent.setdefault(node, node)
-        while parent[node] != node:
-            parent[node] = parent[parent[node]]  # path halving
-            node = parent[node]
-        return node
-
-    keys = [((0, _key(src)), (1, _key(tgt))) for src, tgt in pairs]
-    for a, b in keys:
-        ra, rb = root(a), root(b)
-        if ra != rb:
-            parent[ra] = rb
-    groups: dict[tuple[int, str], list[int]] = {}
-    for i, (a, _) in enumerate(keys):
-        groups.setdefault(root(a), []).append(i)
-    ordered = list(groups.values())  # first-occurrence order: independent of hashing
+    groups = _sharing_groups(pairs)
+    ordered = list(groups)  # first-occurrence order: independent of hashing
     random.Random(seed).shuffle(ordered)
 
     where = [0] * len(pairs)  # 0 train, 1 valid, 2 test
