@@ -9,17 +9,15 @@ what is allowed. Relative paths in a config file are resolved against the file's
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import sys
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Literal, Optional
 
 import yaml
 
 from attnmt.errors import UserError
+from attnmt.typed import apply_overrides, build, check_range, read_yaml
 
 
 @dataclass
@@ -84,28 +82,28 @@ class DataConfig:
     shuffle_window: int = 4_000_000
 
     def __post_init__(self) -> None:
-        _check_range("data.tokenizer_sample", self.tokenizer_sample, 1, None)
-        _check_range("data.shuffle_window", self.shuffle_window, 1, None)
+        check_range("data.tokenizer_sample", self.tokenizer_sample, 1, None)
+        check_range("data.shuffle_window", self.shuffle_window, 1, None)
         if self.workers is not None:
-            _check_range("data.workers", self.workers, 1, None)
+            check_range("data.workers", self.workers, 1, None)
         if self.train is not None:
             self.train = _check_corpora(self)
-        _check_range("data.vocab_size", self.vocab_size, 8, None)
-        _check_range("data.max_len", self.max_len, 1, None)
-        _check_range("data.drop_final_punct", self.drop_final_punct, 0.0, 1.0)
-        _check_range("data.min_freq", self.min_freq, 1, None)
-        _check_range("data.align_text_copies", self.align_text_copies, 1, None)
+        check_range("data.vocab_size", self.vocab_size, 8, None)
+        check_range("data.max_len", self.max_len, 1, None)
+        check_range("data.drop_final_punct", self.drop_final_punct, 0.0, 1.0)
+        check_range("data.min_freq", self.min_freq, 1, None)
+        check_range("data.align_text_copies", self.align_text_copies, 1, None)
         if (self.align_text_src is None) != (self.align_text_tgt is None):
             raise UserError("config: data.align_text_src and data.align_text_tgt must be given together")
-        _check_range("data.synthetic_min_len", self.synthetic_min_len, 2, None)
-        _check_range("data.synthetic_max_len", self.synthetic_max_len, self.synthetic_min_len, None)
-        _check_range("data.tsv_src_column", self.tsv_src_column, 0, None)
-        _check_range("data.tsv_tgt_column", self.tsv_tgt_column, 0, None)
+        check_range("data.synthetic_min_len", self.synthetic_min_len, 2, None)
+        check_range("data.synthetic_max_len", self.synthetic_max_len, self.synthetic_min_len, None)
+        check_range("data.tsv_src_column", self.tsv_src_column, 0, None)
+        check_range("data.tsv_tgt_column", self.tsv_tgt_column, 0, None)
         if self.tsv_src_column == self.tsv_tgt_column:
             raise UserError(f"config: data.tsv_src_column and data.tsv_tgt_column are both {self.tsv_src_column}; "
                             "give two different TSV columns (counted from 0)")
-        _check_range("data.valid_size", self.valid_size, 0, None)
-        _check_range("data.test_size", self.test_size, 0, None)
+        check_range("data.valid_size", self.valid_size, 0, None)
+        check_range("data.test_size", self.test_size, 0, None)
         if self.valid_size and (self.valid_src or self.valid_tgt or self.valid_tsv):
             raise UserError(f"config: data.valid_size={self.valid_size} holds out a validation set, but validation "
                             "files are given too (data.valid_*); use one or the other")
@@ -188,10 +186,10 @@ class ModelConfig:
             _read_attention_alias(self)
         _check_applies(self)
         for name in ("emb_size", "hidden_size", "enc_layers", "dec_layers", "d_model", "n_heads", "ff_size"):
-            _check_range(f"model.{name}", getattr(self, name), 1, None)
-        _check_range("model.dropout", self.dropout, 0.0, 0.99)
+            check_range(f"model.{name}", getattr(self, name), 1, None)
+        check_range("model.dropout", self.dropout, 0.0, 0.99)
         if self.enc_hidden_size is not None:
-            _check_range("model.enc_hidden_size", self.enc_hidden_size, 1, None)
+            check_range("model.enc_hidden_size", self.enc_hidden_size, 1, None)
             if self.type == "seq2seq" and self.enc_hidden_size != self.hidden_size:
                 raise UserError("config: model.enc_hidden_size applies to rnnsearch; seq2seq hands the encoder's "
                                 "final state to a decoder of the same size: remove it or set it to hidden_size")
@@ -214,9 +212,9 @@ class GuidedAlignmentConfig:
     head: Optional[int] = None
 
     def __post_init__(self) -> None:
-        _check_range("train.guided_alignment.weight", self.weight, 0.0, None)
+        check_range("train.guided_alignment.weight", self.weight, 0.0, None)
         if self.head is not None:
-            _check_range("train.guided_alignment.head", self.head, 0, None)
+            check_range("train.guided_alignment.head", self.head, 0, None)
 
 
 @dataclass
@@ -272,22 +270,22 @@ class TrainConfig:
         from attnmt.schedulers import SCHEDULERS
 
         SCHEDULERS.lookup(self.scheduler)
-        _check_range("train.batch_tokens", self.batch_tokens, 1, None)
-        _check_range("train.lr", self.lr, 0.0, 10.0, inclusive_low=False)
-        _check_range("train.label_smoothing", self.label_smoothing, 0.0, 0.99)
-        _check_range("train.valid_every", self.valid_every, 1, None)
-        _check_range("train.max_steps", self.max_steps, 1, None)
+        check_range("train.batch_tokens", self.batch_tokens, 1, None)
+        check_range("train.lr", self.lr, 0.0, 10.0, inclusive_low=False)
+        check_range("train.label_smoothing", self.label_smoothing, 0.0, 0.99)
+        check_range("train.valid_every", self.valid_every, 1, None)
+        check_range("train.max_steps", self.max_steps, 1, None)
         if self.save_every is not None:
-            _check_range("train.save_every", self.save_every, 1, None)
-        _check_range("train.keep_checkpoints", self.keep_checkpoints, 0, None)
+            check_range("train.save_every", self.save_every, 1, None)
+        check_range("train.keep_checkpoints", self.keep_checkpoints, 0, None)
         if self.batch_size is not None:
-            _check_range("train.batch_size", self.batch_size, 1, None)
-        _check_range("train.weight_decay", self.weight_decay, 0.0, None)
-        _check_range("train.momentum", self.momentum, 0.0, 0.999)
+            check_range("train.batch_size", self.batch_size, 1, None)
+        check_range("train.weight_decay", self.weight_decay, 0.0, None)
+        check_range("train.momentum", self.momentum, 0.0, 0.999)
         if self.momentum and self.optimizer != "sgd":
             raise UserError(f"config: train.momentum={self.momentum} applies to train.optimizer sgd, not "
                             f"{self.optimizer}; remove it or set train.optimizer: sgd")
-        _check_range("train.accum_steps", self.accum_steps, 1, None)
+        check_range("train.accum_steps", self.accum_steps, 1, None)
         if self.ema_decay is not None and not 0.0 < self.ema_decay < 1.0:
             raise UserError(f"config: train.ema_decay={self.ema_decay!r} is out of range; allowed: > 0 and < 1 "
                             "(e.g. 0.999), or null for none")
@@ -319,12 +317,12 @@ class DecodeConfig:
     no_repeat_ngram: int = 0  # N > 0: no N-gram occurs twice in an output (0: off); attnmt.constraints
 
     def __post_init__(self) -> None:
-        _check_range("decode.beam", self.beam, 1, 100)
-        _check_range("decode.length_penalty", self.length_penalty, 0.0, 10.0)
-        _check_range("decode.batch_size", self.batch_size, 1, None)
-        _check_range("decode.workers", self.workers, 1, None)
-        _check_range("decode.min_len", self.min_len, 0, self.max_len_cap)
-        _check_range("decode.no_repeat_ngram", self.no_repeat_ngram, 0, None)
+        check_range("decode.beam", self.beam, 1, 100)
+        check_range("decode.length_penalty", self.length_penalty, 0.0, 10.0)
+        check_range("decode.batch_size", self.batch_size, 1, None)
+        check_range("decode.workers", self.workers, 1, None)
+        check_range("decode.min_len", self.min_len, 0, self.max_len_cap)
+        check_range("decode.no_repeat_ngram", self.no_repeat_ngram, 0, None)
 
 
 def _read_attention_alias(cfg: ModelConfig) -> None:
@@ -385,91 +383,9 @@ PATH_FIELDS = {"train_src", "train_tgt", "train_tsv", "valid_src", "valid_tgt", 
                "align_text_src", "align_text_tgt"}
 
 
-def _check_range(key: str, value: Any, low: Any, high: Any, inclusive_low: bool = True) -> None:
-    too_low = low is not None and (value < low if inclusive_low else value <= low)
-    if too_low or (high is not None and value > high):
-        bounds = f"{'>=' if inclusive_low else '>'} {low}" + (f" and <= {high}" if high is not None else "")
-        raise UserError(f"config: {key}={value!r} is out of range; allowed: {bounds}")
-
-
-def _allowed(tp: Any) -> str:
-    origin = typing.get_origin(tp)
-    if origin is Literal:
-        return " | ".join(repr(a) for a in typing.get_args(tp))
-    if origin in (typing.Union, types.UnionType):
-        return " or ".join(_allowed(a) for a in typing.get_args(tp))
-    return "null" if tp is type(None) else getattr(tp, "__name__", str(tp))
-
-
-def _coerce(key: str, value: Any, tp: Any) -> Any:
-    """Check `value` against the annotation `tp`; ints are accepted where floats are."""
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        for arg in typing.get_args(tp):
-            try:
-                return _coerce(key, value, arg)
-            except UserError:
-                continue
-    elif origin is Literal:
-        if value in typing.get_args(tp):
-            return value
-    elif tp is type(None):
-        if value is None:
-            return None
-    elif tp is bool:
-        if isinstance(value, bool):
-            return value
-    elif tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    elif tp is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):  # YAML 1.1 reads 5e-4 (no dot) as a string
-            try:
-                return float(value)
-            except ValueError:
-                pass
-    elif tp is str:
-        if isinstance(value, str):
-            return value
-    elif tp is list:
-        if isinstance(value, list):
-            return value
-    raise UserError(f"config: {key}={value!r} has the wrong type or value; allowed: {_allowed(tp)}")
-
-
-# Names that other toolkits use for our keys: a better hint than string similarity.
-ALIASES = {"learning_rate": "lr", "epochs": "max_epochs", "steps": "max_steps", "beam_size": "beam",
-           "hidden": "hidden_size", "embedding_size": "emb_size", "embedding_dim": "emb_size", "rnn_type": "cell",
-           "batch": "batch_tokens", "clip": "clip_grad_norm", "heads": "n_heads", "num_heads": "n_heads"}
-
-
-def _build(cls: type, raw: Any, prefix: str) -> Any:
-    if not isinstance(raw, dict):
-        where = prefix.rstrip(".") or "the top level"
-        raise UserError(f"config: {where} must be a mapping of keys to values, got {raw!r}")
-    hints = typing.get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls)]
-    kwargs = {}
-    for key, value in raw.items():
-        full = f"{prefix}{key}"
-        if key not in names:
-            alias = ALIASES.get(str(key))
-            close = [alias] if alias in names else difflib.get_close_matches(str(key), names, n=1, cutoff=0.6)
-            hint = f"; did you mean '{prefix}{close[0]}'?" if close else f"; valid keys: {', '.join(names)}"
-            raise UserError(f"config: unknown key '{full}'{hint}")
-        tp = hints[key]
-        if dataclasses.is_dataclass(tp):
-            kwargs[key] = _build(tp, value or {}, f"{full}.")
-        else:
-            kwargs[key] = _coerce(full, value, tp)
-    return cls(**kwargs)
-
-
 def config_from_dict(raw: dict, base_dir: Path | None = None) -> Config:
     """Validate a plain dict (as read from YAML) into a Config; resolve relative data paths."""
-    config = _build(Config, raw, "")
+    config = build(Config, raw, "")
     if base_dir is not None:
         for name in PATH_FIELDS:
             value = getattr(config.data, name)
@@ -511,46 +427,10 @@ def config_to_dict(config: Config) -> dict:
     return dataclasses.asdict(config)
 
 
-def _parse_override(item: str) -> tuple[list[str], Any]:
-    if "=" not in item:
-        raise UserError(f"--set {item!r}: expected key=value, e.g. --set train.lr=0.0005")
-    key, text = item.split("=", 1)
-    try:
-        value = yaml.safe_load(text) if text.strip() else None
-    except yaml.YAMLError:
-        value = text
-    return key.strip().split("."), value
-
-
-def apply_overrides(raw: dict, overrides: list[str]) -> dict:
-    """Apply `section.key=value` strings (values parsed as YAML scalars) to a raw config dict."""
-    for item in overrides:
-        path, value = _parse_override(item)
-        node = raw
-        for part in path[:-1]:
-            node = node.setdefault(part, {})
-            if not isinstance(node, dict):
-                raise UserError(f"--set {item!r}: '{part}' is not a section")
-        node[path[-1]] = value
-    return raw
-
-
 def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
     """Read, override and validate a YAML config file."""
     path = Path(path)
-    if not path.is_file():
-        raise UserError(f"config file not found: {path}; pass the path of a YAML config (see configs/)")
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.constructor.ConstructorError as e:
-        line = getattr(getattr(e, "problem_mark", None), "line", None)
-        where = f"{path}:{line + 1}" if line is not None else str(path)
-        raise UserError(f"config {where} uses a YAML tag that attnmt does not accept (only plain values, lists "
-                        "and mappings); remove the tag") from None
-    except (yaml.YAMLError, UnicodeDecodeError) as e:
-        line = getattr(getattr(e, "problem_mark", None), "line", None)
-        where = f"{path}:{line + 1}" if line is not None else str(path)
-        raise UserError(f"config {where} is not valid YAML; fix the syntax ({type(e).__name__})") from None
+    raw = read_yaml(path)
     raw = apply_overrides(raw, overrides or [])
     try:
         return config_from_dict(raw, base_dir=path.resolve().parent)

@@ -1,0 +1,171 @@
+"""Typed dataclass trees from YAML: the builder that training configs and study specs share.
+
+`build(cls, raw, prefix)` turns a plain mapping (as YAML gives it) into an instance of the dataclass
+`cls`, recursively: nested dataclasses, optional sections (`Optional[Section]`), lists (of values
+or of sections) and free mappings. Every problem is one line naming the key: an unknown key with
+the closest valid one (or the name other toolkits use for it), a wrong type or value with what is
+allowed, a value out of range with its bounds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from attnmt.errors import UserError
+
+
+def check_range(key: str, value: Any, low: Any, high: Any, inclusive_low: bool = True) -> None:
+    too_low = low is not None and (value < low if inclusive_low else value <= low)
+    if too_low or (high is not None and value > high):
+        bounds = f"{'>=' if inclusive_low else '>'} {low}" + (f" and <= {high}" if high is not None else "")
+        raise UserError(f"config: {key}={value!r} is out of range; allowed: {bounds}")
+
+
+def _allowed(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return " | ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_allowed(a) for a in typing.get_args(tp))
+    return "null" if tp is type(None) else getattr(tp, "__name__", str(tp))
+
+
+def coerce(key: str, value: Any, tp: Any) -> Any:
+    """Check `value` against the annotation `tp`; ints are accepted where floats are."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        for arg in typing.get_args(tp):
+            try:
+                return coerce(key, value, arg)
+            except UserError:
+                continue
+    elif origin is Literal:
+        if value in typing.get_args(tp):
+            return value
+    elif tp is type(None):
+        if value is None:
+            return None
+    elif tp is bool:
+        if isinstance(value, bool):
+            return value
+    elif tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):  # YAML 1.1 reads 5e-4 (no dot) as a string
+            try:
+                return float(value)
+            except ValueError:
+                pass
+    elif tp is str:
+        if isinstance(value, str):
+            return value
+    elif tp is list:
+        if isinstance(value, list):
+            return value
+    raise UserError(f"config: {key}={value!r} has the wrong type or value; allowed: {_allowed(tp)}")
+
+
+# Names that other toolkits use for our keys: a better hint than string similarity.
+ALIASES = {"learning_rate": "lr", "epochs": "max_epochs", "steps": "max_steps", "beam_size": "beam",
+           "hidden": "hidden_size", "embedding_size": "emb_size", "embedding_dim": "emb_size", "rnn_type": "cell",
+           "batch": "batch_tokens", "clip": "clip_grad_norm", "heads": "n_heads", "num_heads": "n_heads"}
+
+
+def _optional_section(tp: Any) -> type | None:
+    """The dataclass of an `Optional[Section]` annotation, else None."""
+    args = [a for a in typing.get_args(tp) if a is not type(None)]
+    optional = typing.get_origin(tp) in (typing.Union, types.UnionType) and len(args) == 1
+    if optional and dataclasses.is_dataclass(args[0]):
+        return args[0]
+    return None
+
+
+def build_value(tp: Any, value: Any, key: str) -> Any:
+    """Validate one value against its annotation; sections become dataclass instances."""
+    section = _optional_section(tp)
+    if section is not None:
+        return None if value is None else build(section, value, f"{key}.")
+    if dataclasses.is_dataclass(tp):
+        return build(tp, value or {}, f"{key}.")
+    if tp is dict or typing.get_origin(tp) is dict:
+        if not isinstance(value, dict):
+            raise UserError(f"config: {key} must be a mapping of keys to values, got {value!r}")
+        return value
+    if typing.get_origin(tp) is list:
+        if not isinstance(value, list):
+            raise UserError(f"config: {key}={value!r} must be a list")
+        (item_type,) = typing.get_args(tp)
+        return [build_value(item_type, item, f"{key}[{n}]") for n, item in enumerate(value)]
+    return coerce(key, value, tp)
+
+
+def build(cls: type, raw: Any, prefix: str = "") -> Any:
+    """An instance of the dataclass `cls` from the mapping `raw`; `prefix` names its place ("model.")."""
+    if not isinstance(raw, dict):
+        where = prefix.rstrip(".") or "the top level"
+        raise UserError(f"config: {where} must be a mapping of keys to values, got {raw!r}")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    kwargs = {}
+    for key, value in raw.items():
+        full = f"{prefix}{key}"
+        if key not in names:
+            alias = ALIASES.get(str(key))
+            close = [alias] if alias in names else difflib.get_close_matches(str(key), names, n=1, cutoff=0.6)
+            hint = f"; did you mean '{prefix}{close[0]}'?" if close else f"; valid keys: {', '.join(names)}"
+            raise UserError(f"config: unknown key '{full}'{hint}")
+        kwargs[key] = build_value(hints[key], value, full)
+    return cls(**kwargs)
+
+
+def _parse_override(item: str) -> tuple[list[str], Any]:
+    if "=" not in item:
+        raise UserError(f"--set {item!r}: expected key=value, e.g. --set train.lr=0.0005")
+    key, text = item.split("=", 1)
+    try:
+        value = yaml.safe_load(text) if text.strip() else None
+    except yaml.YAMLError:
+        value = text
+    return key.strip().split("."), value
+
+
+def apply_overrides(raw: dict, overrides: list[str]) -> dict:
+    """Apply `section.key=value` strings (values parsed as YAML scalars) to a raw config dict."""
+    for item in overrides:
+        path, value = _parse_override(item)
+        node = raw
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise UserError(f"--set {item!r}: '{part}' is not a section")
+        node[path[-1]] = value
+    return raw
+
+
+
+
+def read_yaml(path: Path) -> Any:
+    """A YAML file's plain values, lists and mappings; one clear line for a missing file, bad YAML or a tag."""
+    if not path.is_file():
+        raise UserError(f"config file not found: {path}; pass the path of a YAML config (see configs/)")
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.constructor.ConstructorError as e:
+        line = getattr(getattr(e, "problem_mark", None), "line", None)
+        where = f"{path}:{line + 1}" if line is not None else str(path)
+        raise UserError(f"config {where} uses a YAML tag that attnmt does not accept (only plain values, lists "
+                        "and mappings); remove the tag") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        line = getattr(getattr(e, "problem_mark", None), "line", None)
+        where = f"{path}:{line + 1}" if line is not None else str(path)
+        raise UserError(f"config {where} is not valid YAML; fix the syntax ({type(e).__name__})") from None
