@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attnmt.errors import UserError
+from attnmt.models.registry import model_class
 from attnmt.study.aggregate import aggregate, diagonal_baselines
 from attnmt.study.data import StudyData, prepare_data
 from attnmt.study.figures import draw_heatmaps, plot_accuracy_by_position, plot_bleu_by_length_seeds
@@ -32,7 +33,7 @@ def run_cost_rank(run: Run) -> int:
     """0 for runs that train an attention model, 1 for other training, 2 for nothing to train."""
     if run.config is None or training_status(run) == "finished":
         return 2
-    return 1 if run.config.model.type == "seq2seq" else 0
+    return 0 if model_class(run.config.model.type).has_attention else 1
 
 
 def _execute(runs: list[Run], data: StudyData, study: Study, out: Path, retrain: bool, jobs: int,
@@ -68,6 +69,30 @@ def _execute(runs: list[Run], data: StudyData, study: Study, out: Path, retrain:
             outcomes[k] = future.result()
             report(k, outcomes[k])  # type: ignore[arg-type]
     return outcomes  # type: ignore[return-value]
+
+
+def _result(study, path, command, seconds: float, execute_seconds: float, jobs: int, cpu_started: float,
+            data: StudyData, models: dict, runs: list[Run], outcomes: list[dict], heatmaps: list[dict]) -> dict:
+    """Every number of the study, for results.json and the report."""
+    # This process, plus the worker processes when there were any.
+    workers_cpu = sum(o["training"]["cpu_seconds"] + o["evaluation_cpu_seconds"] for o in outcomes) if jobs > 1 else 0
+    return {
+        "study": study.name, "config": study.path, "command": command or f"attnmt study {path}",
+        "seconds": seconds,
+        "timing": {"train_and_evaluate_seconds": execute_seconds, "jobs": jobs,
+                   "cpu_seconds_this_time": time.process_time() - cpu_started + workers_cpu},
+        "data": {**data.summary, "fingerprint": data.fingerprint, "directory": str(data.directory)},
+        "evaluation": dataclasses.asdict(study.evaluation),
+        "models": models, "diagonal": diagonal_baselines(study, data),
+        "runs": [{"label": r.label, "model": r.model, "seed": r.seed, "model_dir": str(r.model_dir),
+                  "action": o["training"]["action"], **o["evaluation"]["training"],
+                  "train_cpu_seconds_this_time": o["training"]["cpu_seconds"],
+                  "evaluate_cpu_seconds_this_time": o["evaluation_cpu_seconds"],
+                  "bleu": o["evaluation"]["bleu"], "perplexity": o["evaluation"]["perplexity"],
+                  "decode_seconds": o["evaluation"]["decode_seconds"]} for r, o in zip(runs, outcomes)],
+        "heatmaps": heatmaps,
+        "machine": {"cpus": len(os.sched_getaffinity(0)), "python": sys.version.split()[0]},
+    }
 
 
 def run_study(path: str | Path, out: str | Path | None = None, retrain: bool = False, jobs: int | None = None,
@@ -106,25 +131,8 @@ def run_study(path: str | Path, out: str | Path | None = None, retrain: bool = F
     }
     heatmaps = draw_heatmaps(study, data, runs, figure_dir)
     seconds = time.perf_counter() - started
-    result = {
-        "study": study.name, "config": study.path, "command": command or f"attnmt study {path}",
-        "seconds": seconds,
-        "timing": {"train_and_evaluate_seconds": execute_seconds, "jobs": jobs,
-                   # This process, plus the worker processes when there were any.
-                   "cpu_seconds_this_time": time.process_time() - cpu_started + (sum(
-                       o["training"]["cpu_seconds"] + o["evaluation_cpu_seconds"] for o in outcomes) if jobs > 1 else 0)},
-        "data": {**data.summary, "fingerprint": data.fingerprint, "directory": str(data.directory)},
-        "evaluation": dataclasses.asdict(study.evaluation),
-        "models": models, "diagonal": diagonal_baselines(study, data),
-        "runs": [{"label": r.label, "model": r.model, "seed": r.seed, "model_dir": str(r.model_dir),
-                  "action": o["training"]["action"], **o["evaluation"]["training"],
-                  "train_cpu_seconds_this_time": o["training"]["cpu_seconds"],
-                  "evaluate_cpu_seconds_this_time": o["evaluation_cpu_seconds"],
-                  "bleu": o["evaluation"]["bleu"], "perplexity": o["evaluation"]["perplexity"],
-                  "decode_seconds": o["evaluation"]["decode_seconds"]} for r, o in zip(runs, outcomes)],
-        "heatmaps": heatmaps,
-        "machine": {"cpus": len(os.sched_getaffinity(0)), "python": sys.version.split()[0]},
-    }
+    result = _result(study, path, command, seconds, execute_seconds, jobs, cpu_started, data, models, runs, outcomes,
+                     heatmaps)
     result["findings"] = findings(models, result["diagonal"])
     results_path = out / "results.json"
     results_path.write_text(json.dumps(result, indent=1, ensure_ascii=False), encoding="utf-8")

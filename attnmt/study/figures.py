@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from attnmt.errors import UserError
+from attnmt.models.registry import model_class
 from attnmt.study.data import StudyData
 from attnmt.study.runs import Run
 from attnmt.study.spec import Study
@@ -104,8 +105,9 @@ def draw_heatmaps(study: Study, data: StudyData, runs: list[Run], figures: Path)
     else:
         return []
     translator = load(run.model_dir)
-    if translator.model_type == "seq2seq":
-        raise UserError(f"heatmaps.model: {run.model} is a seq2seq model, which has no attention; choose another")
+    if not translator.has_attention:
+        raise UserError(f"heatmaps.model: {run.model} is a {translator.model_type} model, which has no attention; "
+                        "choose another")
     shown = []
     for k, i in enumerate(choose_heatmap_sentences(study, data.test_lengths)):
         (m,) = attention_matrices(translator, [data.test_src[i]], [data.test_tgt[i]])
@@ -124,7 +126,7 @@ def draw_heatmaps(study: Study, data: StudyData, runs: list[Run], figures: Path)
 def _attention_model(run: Run) -> bool:
     from attnmt.config import load_config
 
-    return load_config(run.model_dir / "config.yaml").model.type != "seq2seq"
+    return model_class(load_config(run.model_dir / "config.yaml").model.type).has_attention
 
 
 # ================================================================ report

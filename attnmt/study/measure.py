@@ -40,32 +40,27 @@ def _eval_key(run: Run, data: StudyData, study: Study) -> str:
 
 def teacher_forced_stats(translator, sources: list[str], targets: list[str], width: int) -> dict:
     """Test perplexity and next-token accuracy by target position, with teacher forcing."""
-    import torch
     import torch.nn.functional as F
 
-    from attnmt.data.batching import collate, token_batches
     from attnmt.data.vocab import PAD_ID
+    from attnmt.forced import forced_batches
 
     src_ids = [translator.src.ids(s) or [PAD_ID] for s in sources]
     tgt_ids = [translator.tgt.ids(t) for t in targets]
     total_nll, tokens = 0.0, 0
     correct: dict[int, int] = {}
     seen: dict[int, int] = {}
-    translator.model.eval()
-    with torch.inference_mode():
-        for batch_index in token_batches([len(s) for s in src_ids], [len(t) for t in tgt_ids], 4000, shuffle=False,
-                                         seed=0, epoch=0):
-            batch = collate([(src_ids[k], tgt_ids[k]) for k in batch_index], batch_index).to(translator.device)
-            logits, _ = translator.model(batch.src, batch.src_len, batch.tgt_in)
-            nll = F.cross_entropy(logits.float().transpose(1, 2), batch.tgt_out, ignore_index=PAD_ID, reduction="none")
-            real = batch.tgt_out != PAD_ID
-            total_nll += float(nll[real].sum())
-            tokens += int(real.sum())
-            hit = (logits.argmax(-1) == batch.tgt_out) & real
-            for position in range(real.size(1)):
-                group = position // width
-                seen[group] = seen.get(group, 0) + int(real[:, position].sum())
-                correct[group] = correct.get(group, 0) + int(hit[:, position].sum())
+    for forced in forced_batches(translator.model, src_ids, tgt_ids, translator.device):
+        logits, batch = forced.logits, forced.batch
+        nll = F.cross_entropy(logits.float().transpose(1, 2), batch.tgt_out, ignore_index=PAD_ID, reduction="none")
+        real = batch.tgt_out != PAD_ID
+        total_nll += float(nll[real].sum())
+        tokens += int(real.sum())
+        hit = (logits.argmax(-1) == batch.tgt_out) & real
+        for position in range(real.size(1)):
+            group = position // width
+            seen[group] = seen.get(group, 0) + int(real[:, position].sum())
+            correct[group] = correct.get(group, 0) + int(hit[:, position].sum())
     groups = sorted(g for g in seen if seen[g])
     return {
         "loss": total_nll / max(tokens, 1),
@@ -140,7 +135,7 @@ def evaluate_run(run: Run, data: StudyData, study: Study, out: Path) -> dict:
                         for name, (sources, references) in data.extra_tests.items()},
     }
     wanted = study.alignment.models or [m.name for m in study.models]
-    if run.model in wanted and translator.model_type != "seq2seq":
+    if run.model in wanted and translator.has_attention:
         for name, (sources, targets, gold) in gold_sets(study, data).items():
             matrices = attention_matrices(translator, sources, targets)
             argmax = [argmax_links(m.weights) for m in matrices]

@@ -5,8 +5,10 @@ from __future__ import annotations
 import base64
 import html
 import math
+import string
 from pathlib import Path
 
+from attnmt.models.registry import model_class
 from attnmt.study.spec import Study
 
 
@@ -30,6 +32,11 @@ def _bleu_cell(r: dict) -> str:
     return f"<b>{_f(r['mean'])}</b>{ci}{spread}"
 
 
+def _attends(m: dict) -> bool:
+    """Whether a measured model's type has attention (asked of the registered model class)."""
+    return model_class(m["model_type"]).has_attention
+
+
 def findings(models: dict[str, dict], diagonal: dict[str, dict]) -> list[str]:
     """Plain sentences that state what the numbers show (computed, not written by hand)."""
     lines = []
@@ -44,11 +51,11 @@ def findings(models: dict[str, dict], diagonal: dict[str, dict]) -> list[str]:
                          f"{last['mean']:.1f} on {last['lo']}-{last['hi'] - 1} words "
                          f"({ratio:.0%} of the shortest bucket"
                          f"{'; the intervals do not overlap' if separated else ''}).")
-    seq2seq = {m["reverse_source"]: (name, m) for name, m in models.items() if m["model_type"] == "seq2seq"}
+    seq2seq = {m["reverse_source"]: (name, m) for name, m in models.items() if not _attends(m)}
     # The bottleneck's test: does the fixed-vector model's longest bucket lie apart from each attention model's?
     for fixed_name, fixed in [seq2seq.get(True) or seq2seq[False]] if seq2seq else []:
         for name, m in models.items():
-            if m["model_type"] == "seq2seq" or not (fixed["buckets"] and m["buckets"]):
+            if not _attends(m) or not (fixed["buckets"] and m["buckets"]):
                 continue
             a, b = fixed["buckets"][-1], m["buckets"][-1]
             if None in (a["ci_low"], a["ci_high"], b["ci_low"], b["ci_high"]) or a["lo"] != b["lo"]:
@@ -71,83 +78,96 @@ def findings(models: dict[str, dict], diagonal: dict[str, dict]) -> list[str]:
 
 
 def render_html(study: Study, result: dict, figures: dict[str, Path], heatmaps: list[dict], figure_dir: Path) -> str:
-    """The self-contained report page."""
-    models = result["models"]
-    ci = f"{study.evaluation.confidence:.0%}"
-    parts = [
-        "<!doctype html><html><head><meta charset='utf-8'>",
-        f"<title>attnmt study: {html.escape(study.name)}</title><style>",
-        "body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;line-height:1.4}",
-        "table{border-collapse:collapse;margin:1em 0;font-size:90%}td,th{border:1px solid #ccc;padding:3px 8px;"
-        "text-align:right}th{background:#f3f3f3}td:first-child{text-align:left}.ci{color:#555}.sp{color:#999}"
-        "img{max-width:100%;border:1px solid #eee}code{background:#f6f6f6;padding:1px 3px}",
-        "</style></head><body>",
+    """The self-contained report page: the page template (report.html, package data) filled with its sections."""
+    template = string.Template((Path(__file__).with_name("report.html")).read_text(encoding="utf-8"))
+    sections = [_summary(study, result), _bleu_section(study, result, figures), _extra_tests(result["models"]),
+                _perplexity_section(result["models"], figures), _alignment_section(study, result, heatmaps, figure_dir),
+                _runs_section(result)]
+    return template.substitute(title=html.escape(study.name), body="\n".join(p for part in sections for p in part))
+
+
+def _summary(study: Study, result: dict) -> list[str]:
+    t = result["timing"]
+    return [
         f"<h1>attnmt study: {html.escape(study.name)}</h1>",
         f"<p>{html.escape(study.description)}</p>" if study.description else "",
         f"<p>Command: <code>{html.escape(result['command'])}</code>. Study config: "
         f"<code>{html.escape(str(study.path))}</code>. Total time {result['seconds']:.0f} s "
-        f"(training and evaluation {result['timing']['train_and_evaluate_seconds']:.0f} s, "
-        f"{result['timing']['jobs']} parallel job(s); {result['timing']['cpu_seconds_this_time']:.0f} CPU seconds "
+        f"(training and evaluation {t['train_and_evaluate_seconds']:.0f} s, "
+        f"{t['jobs']} parallel job(s); {t['cpu_seconds_this_time']:.0f} CPU seconds "
         "this time, less when trained models were reused).</p>",
         "<p>Data: " + html.escape(", ".join(
             f"{split} {s['pairs']} pairs, {s['min_words']}-{s['max_words']} source words (mean {s['mean_words']})"
             for split, s in result["data"].items() if isinstance(s, dict) and "pairs" in s)) + ".</p>",
         "<h2>Summary</h2><ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in result["findings"]) + "</ul>",
-        "<h2>1. BLEU by source length</h2>",
-        f"<p>Each cell: the mean over seeds, in brackets its {ci} bootstrap interval "
-        f"({study.evaluation.bootstrap} resamples of the bucket's sentences, the same for every seed), in "
-        "parentheses the lowest and highest seed. Thin lines in the figure are single seeds. "
-        f"Decoding: beam {study.evaluation.beam}; sacreBLEU tokenize={html.escape(study.evaluation.bleu_tokenize)}.</p>",
-        f"<img src='{_png(figures['bleu_by_length'])}' alt='BLEU by source length'>",
     ]
-    edges = sorted({(r["lo"], r["hi"], r["n"]) for m in models.values() for r in m["buckets"]})
+
+
+def _bucket_rows(shown: dict[str, dict]) -> list[list[str]]:
+    """One row per source-length bucket and a row for all, one BLEU cell per model."""
+    edges = sorted({(r["lo"], r["hi"], r["n"]) for x in shown.values() for r in x["buckets"]})
     rows = []
     for lo, hi, n in edges:
         row = [f"{lo}-{hi - 1}", str(n)]
-        for m in models.values():
-            r = next((r for r in m["buckets"] if r["lo"] == lo), None)
+        for x in shown.values():
+            r = next((r for r in x["buckets"] if r["lo"] == lo), None)
             row.append(_bleu_cell(r) if r else "–")
         rows.append(row)
-    rows.append(["all", str(sum(n for _, _, n in edges)), *(_bleu_cell(m["bleu"]) for m in models.values())])
-    parts.append(_table(["source words", "n", *models], rows))
+    rows.append(["all", str(sum(n for _, _, n in edges)), *(_bleu_cell(x["bleu"]) for x in shown.values())])
+    return rows
+
+
+def _bleu_section(study: Study, result: dict, figures: dict[str, Path]) -> list[str]:
+    ev, models = study.evaluation, result["models"]
+    return [
+        "<h2>1. BLEU by source length</h2>",
+        f"<p>Each cell: the mean over seeds, in brackets its {ev.confidence:.0%} bootstrap interval "
+        f"({ev.bootstrap} resamples of the bucket's sentences, the same for every seed), in "
+        "parentheses the lowest and highest seed. Thin lines in the figure are single seeds. "
+        f"Decoding: beam {ev.beam}; sacreBLEU tokenize={html.escape(ev.bleu_tokenize)}.</p>",
+        f"<img src='{_png(figures['bleu_by_length'])}' alt='BLEU by source length'>",
+        _table(["source words", "n", *models], _bucket_rows(models)),
+    ]
+
+
+def _extra_tests(models: dict[str, dict]) -> list[str]:
+    parts = []
     for set_name in sorted({name for m in models.values() for name in m.get("extra_tests", {})}):
         shown = {name: m["extra_tests"][set_name] for name, m in models.items() if set_name in m.get("extra_tests", {})}
-        parts.append(f"<h3>Test set {html.escape(set_name)}, reported on its own</h3>")
-        parts.append("<p>BLEU by source length as above, and test perplexity (mean ± standard deviation over "
-                     "seeds).</p>")
-        buckets = sorted({(r["lo"], r["hi"], r["n"]) for x in shown.values() for r in x["buckets"]})
-        rows = []
-        for lo, hi, n in buckets:
-            row = [f"{lo}-{hi - 1}", str(n)]
-            for x in shown.values():
-                r = next((r for r in x["buckets"] if r["lo"] == lo), None)
-                row.append(_bleu_cell(r) if r else "–")
-            rows.append(row)
-        rows.append(["all", str(sum(n for _, _, n in buckets)), *(_bleu_cell(x["bleu"]) for x in shown.values())])
+        rows = _bucket_rows(shown)
         rows.append(["perplexity", "", *(f"{_f(x['perplexity']['mean'], 2)} ± {_f(x['perplexity']['std'], 2)}"
                                          for x in shown.values())])
-        parts.append(_table(["source words", "n", *shown], rows))
+        parts += [f"<h3>Test set {html.escape(set_name)}, reported on its own</h3>",
+                  "<p>BLEU by source length as above, and test perplexity (mean ± standard deviation over seeds).</p>",
+                  _table(["source words", "n", *shown], rows)]
+    return parts
 
-    parts.append("<h2>2. Perplexity, BLEU and the reversed source</h2>")
-    parts.append("<p>Test perplexity under teacher forcing (per target token, mean ± standard deviation over seeds) "
-                 "and corpus BLEU. <code>reverse_source</code> feeds a seq2seq encoder the source backwards "
-                 "(Sutskever et al. 2014), which puts the first source words next to the first target words.</p>")
-    rows = []
-    for name, m in models.items():
-        rows.append([html.escape(name), m["model_type"], "yes" if m["reverse_source"] and m["model_type"] == "seq2seq"
-                     else "no", f"{_f(m['perplexity']['mean'], 2)} ± {_f(m['perplexity']['std'], 2)}",
-                     _bleu_cell(m["bleu"]), f"{_f(m['chrf']['mean'])}",
-                     _f(m["training"].get("steps", {}).get("mean"), 0),
-                     _f(m["training"].get("train_seconds", {}).get("mean"), 0)])
-    parts.append(_table(["model", "type", "reversed", "test perplexity", "BLEU", "chrF", "steps", "train s"], rows))
-    parts.append(f"<img src='{_png(figures['accuracy_by_position'])}' alt='accuracy by target position'>")
-    parts.append("<p>Next-token accuracy by target position (teacher forcing; band: lowest to highest seed).</p>")
 
-    parts.append("<h2>3. Attention as word alignment</h2>")
-    parts.append("<p>Links read off the teacher-forced attention, merged to words (source pieces summed, target "
-                 "pieces averaged): <i>argmax</i> links each target word to its most attended source word, "
-                 f"<i>threshold</i> keeps every weight ≥ {study.alignment.threshold}. AER = 1 − (|A∩S| + |A∩P|) / "
-                 "(|A| + |S|); lower is better. The diagonal baseline needs no model.</p>")
+def _perplexity_section(models: dict[str, dict], figures: dict[str, Path]) -> list[str]:
+    rows = [[html.escape(name), m["model_type"], "yes" if m["reverse_source"] else "no",
+             f"{_f(m['perplexity']['mean'], 2)} ± {_f(m['perplexity']['std'], 2)}",
+             _bleu_cell(m["bleu"]), f"{_f(m['chrf']['mean'])}", _f(m["training"].get("steps", {}).get("mean"), 0),
+             _f(m["training"].get("train_seconds", {}).get("mean"), 0)] for name, m in models.items()]
+    return [
+        "<h2>2. Perplexity, BLEU and the reversed source</h2>",
+        "<p>Test perplexity under teacher forcing (per target token, mean ± standard deviation over seeds) "
+        "and corpus BLEU. <code>reverse_source</code> feeds a seq2seq encoder the source backwards "
+        "(Sutskever et al. 2014), which puts the first source words next to the first target words.</p>",
+        _table(["model", "type", "reversed", "test perplexity", "BLEU", "chrF", "steps", "train s"], rows),
+        f"<img src='{_png(figures['accuracy_by_position'])}' alt='accuracy by target position'>",
+        "<p>Next-token accuracy by target position (teacher forcing; band: lowest to highest seed).</p>",
+    ]
+
+
+def _alignment_section(study: Study, result: dict, heatmaps: list[dict], figure_dir: Path) -> list[str]:
+    models = result["models"]
+    parts = [
+        "<h2>3. Attention as word alignment</h2>",
+        "<p>Links read off the teacher-forced attention, merged to words (source pieces summed, target "
+        "pieces averaged): <i>argmax</i> links each target word to its most attended source word, "
+        f"<i>threshold</i> keeps every weight ≥ {study.alignment.threshold}. AER = 1 − (|A∩S| + |A∩P|) / "
+        "(|A| + |S|); lower is better. The diagonal baseline needs no model.</p>",
+    ]
     rows = []
     for gold_name, base in result["diagonal"].items():
         rows.append([html.escape(gold_name), "diagonal (no model)", "–", _f(base["aer"], 3), _f(base["precision"], 3),
@@ -171,15 +191,17 @@ def render_html(study: Study, result: dict, figures: dict[str, Path], heatmaps: 
         parts.append(f"<h3>{html.escape(h['model'])}, test sentence {h['sentence']} ({h['source_words']} words)</h3>"
                      f"<p>Rows: target words of the reference; columns: source words; white = weight 1{aer}.</p>"
                      f"<img src='{_png(figure_dir / h['file'])}' alt='attention heatmap'>")
+    return parts
 
-    parts.append("<h2>4. Runs</h2>")
+
+def _runs_section(result: dict) -> list[str]:
     rows = [[html.escape(r["label"]), r["action"], _f(r.get("steps"), 0), _f(r.get("train_seconds"), 0),
              html.escape(str(r.get("stop_reason", ""))), html.escape(str(r.get("precision") or "–")), _f(r["bleu"]),
              _f(r["perplexity"], 2), html.escape(r["model_dir"])] for r in result["runs"]]
-    parts.append(_table(["run", "this time", "steps", "train s", "stopped by", "precision", "BLEU", "perplexity",
-                         "folder"], rows))
-    parts.append("<p>Every number of this page is in results.json next to it.</p></body></html>")
-    return "\n".join(parts)
+    return ["<h2>4. Runs</h2>",
+            _table(["run", "this time", "steps", "train s", "stopped by", "precision", "BLEU", "perplexity",
+                    "folder"], rows),
+            "<p>Every number of this page is in results.json next to it.</p>"]
 
 
 # ================================================================ the study command

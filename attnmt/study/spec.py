@@ -13,10 +13,10 @@ from typing import Any, Optional
 import yaml
 
 from attnmt.config import config_from_dict
+from attnmt.errors import UserError
 from attnmt.typed import build as _build
 from attnmt.typed import check_range as _check_range
 from attnmt.typed import coerce as _coerce
-from attnmt.errors import UserError
 
 
 @dataclass
