@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from attnmt.config import Config, DataConfig, DecodeConfig, TrainConfig
-from attnmt.data.synthetic import make_splits, write_corpus
+from attnmt.data.synthetic_corpus import make_splits, write_corpus
 from attnmt.errors import UserError
 from attnmt.evaluate import LengthBucket, bleu_by_length, corpus_scores, format_table
 from attnmt.models import model_config

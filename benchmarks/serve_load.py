@@ -57,7 +57,7 @@ MODES = {"batched": {"max_batch_size": 32, "max_wait_ms": 10.0},
 def train_demo_model(directory: Path, seconds: float) -> Path:
     """An rnnsearch of the demo's size on the synthetic language, trained for `seconds`."""
     from attnmt.config import Config, DataConfig, DecodeConfig, ModelConfig, TrainConfig
-    from attnmt.data.synthetic import make_splits, write_corpus
+    from attnmt.data.synthetic_corpus import make_splits, write_corpus
     from attnmt.train import train
 
     data = directory / "data"
@@ -81,7 +81,7 @@ def train_demo_model(directory: Path, seconds: float) -> Path:
 
 def held_out_sentences(n: int, seed: int = 7) -> list[str]:
     """Held-out sentences of the synthetic language (another seed than training's)."""
-    from attnmt.data.synthetic import make_splits
+    from attnmt.data.synthetic_corpus import make_splits
 
     pairs = make_splits(n, 0, 0, min_len=4, max_len=30, seed=seed)["train"]
     return [" ".join(p.src) for p in pairs]

@@ -57,7 +57,7 @@ ATTENTION_STEPS = 1500
 
 def train_attention_model(out_dir: str | Path, steps: int = ATTENTION_STEPS) -> tuple[Path, list[str]]:
     """Train the demo's RNNsearch on short synthetic sentences; returns its folder and test sentences."""
-    from attnmt.data.synthetic import make_splits, write_corpus
+    from attnmt.data.synthetic_corpus import make_splits, write_corpus
     from attnmt.demo import DemoSettings, demo_config
     from attnmt.train import train
 

@@ -466,7 +466,7 @@ def render(ws: Workspace, results: list[Result]) -> str:
 
 def _tiny_model(root: Path) -> tuple[Path, Path]:
     """The corpus and model of the tests' session fixtures (tests/conftest.py), built here."""
-    from attnmt.data.synthetic import make_splits, write_corpus
+    from attnmt.data.synthetic_corpus import make_splits, write_corpus
     from attnmt.train import train
     from tests.conftest import tiny_config
 

@@ -35,7 +35,7 @@ def tiny_config(data_dir: Path, model_type: str = "rnnsearch", **train) -> Confi
 
 @pytest.fixture(scope="session")
 def tiny_corpus(tmp_path_factory) -> Path:
-    from attnmt.data.synthetic import make_splits, write_corpus
+    from attnmt.data.synthetic_corpus import make_splits, write_corpus
 
     directory = tmp_path_factory.mktemp("corpus")
     for name, pairs in make_splits(600, 40, 40, min_len=3, max_len=10, seed=5).items():

@@ -72,14 +72,16 @@ def format_links(links: Iterable[Link], one_based: bool = False) -> str:
     return " ".join(f"{i + offset}-{j + offset}" for i, j in sorted(links))
 
 
-def parse_links(line: str) -> set[Link]:
-    """Parse one line of 0-based Pharaoh links ``"0-0 1-2 ..."``; ValueError naming the bad item."""
+def parse_links(line: str, one_based: bool = False) -> set[Link]:
+    """Parse one line of Pharaoh links ``"0-0 1-2 ..."`` (0-based unless ``one_based``) into 0-based
+    ``(source, target)`` positions; ValueError naming the bad item."""
+    offset = 1 if one_based else 0
     links: set[Link] = set()
     for item in line.split():
         i, found, j = item.partition("-")
         if not found or not i.isdigit() or not j.isdigit():
-            raise ValueError(f"not a Pharaoh link i-j (0-based source-target word positions): {item!r}")
-        links.add((int(i), int(j)))
+            raise ValueError(f"not a Pharaoh link i-j ({offset}-based source-target word positions): {item!r}")
+        links.add((int(i) - offset, int(j) - offset))
     return links
 
 

@@ -63,7 +63,7 @@ def read_split(cfg: DataConfig, split: str) -> list[tuple[str, str]] | None:
 
 def synthetic_splits(cfg: DataConfig, n_test: int = 0, seed: int = 0) -> dict[str, list[tuple[str, str]]]:
     """The built-in synthetic language as text pairs (see attnmt.data.synthetic)."""
-    from attnmt.data.synthetic import make_splits
+    from attnmt.data.synthetic_corpus import make_splits
 
     splits = make_splits(cfg.synthetic_train, cfg.synthetic_valid, n_test, cfg.synthetic_min_len,
                          cfg.synthetic_max_len, seed=seed)

@@ -41,9 +41,10 @@ Gold alignment
 --------------
 Every target token is linked to the one source word it translates; dropped source words are
 unaligned. In memory the links are 0-based ``(src_index, tgt_index)`` pairs. On disk
-(:func:`write_corpus`) they are Pharaoh-style ``i-j`` pairs, **1-based** by default (``i`` the source
-position, ``j`` the target position), the numbering of the NAACL 2003 gold alignment files that
-attnmt's alignment scorer reads; pass ``one_based=False`` for the 0-based fast_align convention.
+(:func:`attnmt.data.synthetic_corpus.write_corpus`) they are Pharaoh-style ``i-j`` pairs, **1-based**
+by default (``i`` the source position, ``j`` the target position), the numbering of the NAACL 2003
+gold alignment files that attnmt's alignment scorer reads; pass ``one_based=False`` for the 0-based
+fast_align convention.
 
 Example (language seed 0; the categories are shown under each source word)::
 
@@ -53,7 +54,8 @@ Example (language seed 0; the categories are shown under each source word)::
     mini pilupe nukatu ri labe gipuki podobi leno mini ruma pono gabo
     >>> print(" ".join(pair.tgt))
     vuvuzo we vi thowe vuthe shozi woche yoze jeshu vuchowo joho
-    >>> print(alignment_to_pharaoh(pair.alignment, one_based=False))
+    >>> from attnmt.align.links import format_links
+    >>> print(format_links(pair.alignment))
     1-0 1-1 2-6 3-2 4-4 5-3 6-5 7-7 9-9 10-8 11-10
 
     source  mini pilupe  nukatu ri  labe gipuki podobi | leno | mini ruma pono gabo
@@ -70,8 +72,7 @@ from __future__ import annotations
 import bisect
 import random
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Sequence
 
 from attnmt.errors import UserError
 
@@ -301,7 +302,7 @@ class SyntheticLanguage:
         sentence's length is uniform, and the histogram is flat even for small ``n``.
         """
         rng = random.Random(seed)
-        return [self.sentence(rng, length) for length in _stratified_lengths(rng, n, min_len, max_len)]
+        return [self.sentence(rng, length) for length in stratified_lengths(rng, n, min_len, max_len)]
 
     def _clause_shapes(self, rng: random.Random, length: int) -> list[_ClauseShape]:
         """Clause shapes whose lengths plus one conjunction between each pair sum to ``length``."""
@@ -429,9 +430,9 @@ class SyntheticLanguage:
         return subject, verb, obj, pp, adverb
 
 
-def _stratified_lengths(rng: random.Random, n: int, min_len: int, max_len: int) -> list[int]:
+def stratified_lengths(rng: random.Random, n: int, min_len: int, max_len: int) -> list[int]:
     """``n`` lengths in ``[min_len, max_len]``, each length as often as possible, shuffled."""
-    _check_lengths(min_len, max_len)
+    check_lengths(min_len, max_len)
     if n < 0:
         raise UserError(f"synthetic language: the number of sentences must be >= 0, got {n}")
     span = list(range(min_len, max_len + 1))
@@ -440,89 +441,8 @@ def _stratified_lengths(rng: random.Random, n: int, min_len: int, max_len: int) 
     return lengths
 
 
-def _check_lengths(min_len: int, max_len: int) -> None:
+def check_lengths(min_len: int, max_len: int) -> None:
     if min_len < MIN_SENTENCE:
         raise UserError(f"synthetic language: min_len must be >= {MIN_SENTENCE}, got {min_len}")
     if max_len < min_len:
         raise UserError(f"synthetic language: max_len ({max_len}) must be >= min_len ({min_len})")
-
-
-def make_splits(
-    n_train: int,
-    n_valid: int,
-    n_test: int,
-    min_len: int = 4,
-    max_len: int = 60,
-    seed: int = 0,
-    language: SyntheticLanguage | None = None,
-) -> dict[str, list[SyntheticPair]]:
-    """Train, valid and test pairs of ``language`` (default ``SyntheticLanguage(seed)``).
-
-    No source sentence occurs twice anywhere, so valid and test never overlap train. Test is drawn
-    first and valid second, each from its own seeded stream, so they do not change with ``n_train``.
-    A duplicate is replaced by a fresh sentence of the same length, which keeps lengths uniform.
-    """
-    language = language if language is not None else SyntheticLanguage(seed=seed)
-    seen: set[tuple[str, ...]] = set()
-    splits: dict[str, list[SyntheticPair]] = {}
-    for split, n in (("test", n_test), ("valid", n_valid), ("train", n_train)):
-        rng = random.Random(f"attnmt.synthetic:{seed}:{split}")
-        splits[split] = [
-            _unseen_sentence(language, rng, length, seen) for length in _stratified_lengths(rng, n, min_len, max_len)
-        ]
-    return {split: splits[split] for split in ("train", "valid", "test")}
-
-
-def _unseen_sentence(
-    language: SyntheticLanguage, rng: random.Random, length: int, seen: set[tuple[str, ...]]
-) -> SyntheticPair:
-    """A sentence of ``length`` tokens whose source is not in ``seen`` (then added to it)."""
-    for _ in range(1000):
-        pair = language.sentence(rng, length)
-        key = tuple(pair.src)
-        if key not in seen:
-            seen.add(key)
-            return pair
-    raise UserError(f"synthetic language: ran out of distinct sentences of length {length}; ask for fewer")
-
-
-def alignment_to_pharaoh(alignment: Iterable[tuple[int, int]], one_based: bool = True) -> str:
-    """Format 0-based ``(src, tgt)`` links as ``"i-j i-j ..."``, sorted, 1-based by default."""
-    offset = 1 if one_based else 0
-    return " ".join(f"{i + offset}-{j + offset}" for i, j in sorted(alignment))
-
-
-def pharaoh_to_alignment(line: str, one_based: bool = True) -> list[tuple[int, int]]:
-    """Parse ``"i-j i-j ..."`` back into 0-based ``(src, tgt)`` links (inverse of the above)."""
-    offset = 1 if one_based else 0
-    links = []
-    for item in line.split():
-        i, sep, j = item.partition("-")
-        if not sep or not i.isdigit() or not j.isdigit():
-            raise ValueError(f"not an i-j alignment link: {item!r}")
-        links.append((int(i) - offset, int(j) - offset))
-    return links
-
-
-def write_corpus(
-    pairs: Sequence[SyntheticPair], directory: str | Path, split: str, one_based: bool = True
-) -> dict[str, Path]:
-    """Write ``{split}.src``, ``{split}.tgt`` and ``{split}.align`` into ``directory``.
-
-    One sentence per line, tokens joined by single spaces; the ``.align`` lines are Pharaoh
-    ``i-j`` links, 1-based unless ``one_based=False`` (see the module docstring). Returns the
-    paths by suffix: ``{"src": ..., "tgt": ..., "align": ...}``.
-    """
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    lines = {
-        "src": [" ".join(p.src) for p in pairs],
-        "tgt": [" ".join(p.tgt) for p in pairs],
-        "align": [alignment_to_pharaoh(p.alignment, one_based) for p in pairs],
-    }
-    paths = {}
-    for suffix, content in lines.items():
-        path = directory / f"{split}.{suffix}"
-        path.write_text("".join(line + "\n" for line in content), encoding="utf-8")
-        paths[suffix] = path
-    return paths

@@ -74,7 +74,8 @@ def prepare_data(study: Study, out: Path) -> StudyData:
 
 def _synthetic_splits(cfg: SyntheticData, directory: Path):
     from attnmt.align import GoldAlignment
-    from attnmt.data.synthetic import SyntheticLanguage, make_splits, write_corpus
+    from attnmt.data.synthetic import SyntheticLanguage
+    from attnmt.data.synthetic_corpus import make_splits, write_corpus
 
     language = SyntheticLanguage(seed=cfg.seed)
     splits = make_splits(cfg.train, cfg.valid, cfg.test, cfg.min_len, cfg.max_len, seed=cfg.seed, language=language)
