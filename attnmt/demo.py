@@ -172,11 +172,43 @@ def pick_examples(lengths: list[int], targets: tuple[int, int, int]) -> list[int
     return [min(range(len(lengths)), key=lambda i: (abs(lengths[i] - t), i)) for t in targets]
 
 
-def run_demo(out_dir: str | Path = "attnmt-demo", quick: bool = False, overwrite: bool = False,
-             settings: DemoSettings | None = None, quiet: bool = False) -> DemoResult:
+def evaluate_models(out_dir: Path, sources: list[str], references: list[str], src_lengths: list[int],
+                    s: DemoSettings) -> tuple[dict[str, list[LengthBucket]], dict[str, float], dict[str, Translator]]:
+    """Greedy translations of the test set by each model: BLEU by source length and corpus BLEU."""
+    buckets: dict[str, list[LengthBucket]] = {}
+    bleu: dict[str, float] = {}
+    translators: dict[str, Translator] = {}
+    for model_type in MODELS:
+        translator = load(out_dir / "models" / model_type, checkpoint="last")
+        hyps = [t.text for t in translator.translate(sources, beam=1)]
+        buckets[model_type] = bleu_by_length(src_lengths, hyps, references, edges=list(s.bucket_edges),
+                                             tokenize="none")
+        bleu[model_type] = corpus_scores(hyps, references, tokenize="none").bleu
+        translators[model_type] = translator
+    return buckets, bleu, translators
+
+
+def draw_figures(out_dir: Path, buckets: dict[str, list[LengthBucket]], rnnsearch: Translator, sources: list[str],
+                 src_lengths: list[int], s: DemoSettings) -> list[tuple[str, int, str]]:
+    """bleu_by_length.png and the attention of a short, a medium and a long test sentence."""
     from attnmt.viz.heatmap import plot_attention
     from attnmt.viz.length import plot_bleu_by_length
 
+    plot_bleu_by_length(buckets, out_dir / "bleu_by_length.png",
+                        title="BLEU by source length (synthetic language, greedy)")
+    shown = []
+    for label, i in zip(("short", "medium", "long"), pick_examples(src_lengths, (8, s.max_len // 2, s.max_len))):
+        tr = rnnsearch.translate([sources[i]], beam=1)[0]
+        path = out_dir / f"attention_{label}.png"
+        plot_attention(tr.attention, tr.src_tokens, tr.tgt_tokens + ["</s>"], path,
+                       title=f"rnnsearch attention, {label} sentence ({len(tr.src_tokens)} source tokens)")
+        shown.append((label, len(tr.src_tokens), path.name))
+    return shown
+
+
+def run_demo(out_dir: str | Path = "attnmt-demo", quick: bool = False, overwrite: bool = False,
+             settings: DemoSettings | None = None, quiet: bool = False) -> DemoResult:
+    """Train seq2seq and rnnsearch side by side on the synthetic language; write the report and figures."""
     s = settings or (DemoSettings.quick() if quick else DemoSettings())
     out_dir = Path(out_dir)
     prepare_out_dir(out_dir, overwrite)
@@ -201,27 +233,9 @@ def run_demo(out_dir: str | Path = "attnmt-demo", quick: bool = False, overwrite
     for m in MODELS:  # each model's own training time, from its log (they train side by side)
         phases[f"training_{m}"] = training_summary(out_dir / "models" / m).get("wall_s", 0.0)
 
-    buckets: dict[str, list[LengthBucket]] = {}
-    bleu: dict[str, float] = {}
-    translators: dict[str, Translator] = {}
-    for model_type in MODELS:
-        translator = load(out_dir / "models" / model_type, checkpoint="last")
-        hyps = [t.text for t in translator.translate(sources, beam=1)]
-        buckets[model_type] = bleu_by_length(src_lengths, hyps, references, edges=list(s.bucket_edges),
-                                             tokenize="none")
-        bleu[model_type] = corpus_scores(hyps, references, tokenize="none").bleu
-        translators[model_type] = translator
+    buckets, bleu, translators = evaluate_models(out_dir, sources, references, src_lengths, s)
     phases["evaluation"] = time.perf_counter() - started - phases["data"] - phases["training"]
-
-    plot_bleu_by_length(buckets, out_dir / "bleu_by_length.png",
-                        title="BLEU by source length (synthetic language, greedy)")
-    shown = []
-    for label, i in zip(("short", "medium", "long"), pick_examples(src_lengths, (8, s.max_len // 2, s.max_len))):
-        tr = translators["rnnsearch"].translate([sources[i]], beam=1)[0]
-        path = out_dir / f"attention_{label}.png"
-        plot_attention(tr.attention, tr.src_tokens, tr.tgt_tokens + ["</s>"], path,
-                       title=f"rnnsearch attention, {label} sentence ({len(tr.src_tokens)} source tokens)")
-        shown.append((label, len(tr.src_tokens), path.name))
+    shown = draw_figures(out_dir, buckets, translators["rnnsearch"], sources, src_lengths, s)
 
     seconds = time.perf_counter() - started
     phases["figures"] = seconds - phases["data"] - phases["training"] - phases["evaluation"]
@@ -246,7 +260,8 @@ def render_report(buckets, bleu, shown, seconds, s: DemoSettings) -> str:
         "",
     ]
     lines.append(format_table(buckets))
-    lines.append(f"All {s.n_test} sentences: seq2seq {bleu['seq2seq']:.1f} BLEU, rnnsearch {bleu['rnnsearch']:.1f} BLEU.")
+    lines.append(f"All {s.n_test} sentences: seq2seq {bleu['seq2seq']:.1f} BLEU, "
+                 f"rnnsearch {bleu['rnnsearch']:.1f} BLEU.")
     lines += ["", "![BLEU by source length](bleu_by_length.png)", ""]
     for label, n, name in shown:
         lines.append(f"![{label} sentence, {n} tokens]({name})")

@@ -256,9 +256,8 @@ def tour(out: Callable[[str], None] = print, steps: int = 500, seed: int = 0) ->
         return _tour(out, steps, seed)
 
 
-def _tour(out: Callable[[str], None], steps: int, seed: int) -> TourResult:
-    rng = np.random.default_rng(seed)
-
+def _tour_primitives(out: Callable[[str], None], rng: np.random.Generator) -> None:
+    """The tour's parts 1-4: each primitive once on random inputs."""
     out("1. Additive attention (Bahdanau eq. 5-6): one query, 4 keys (the last one padding)")
     q, K = rng.normal(size=3), rng.normal(size=(4, 3))
     W_q, W_k, v = rng.normal(size=(5, 3)), rng.normal(size=(5, 3)), rng.normal(size=5)
@@ -279,6 +278,11 @@ def _tour(out: Callable[[str], None], steps: int, seed: int) -> TourResult:
     key_mask = padding_mask([5, 2], 5)[:, None, :]
     output, weights = multi_head_attention(rng.normal(size=(2, 3, D)), rng.normal(size=(2, 5, D)), params, 2, key_mask)
     out(f"   output {output.shape}, weights {weights.shape}; weights[1, 0, 0] = {weights[1, 0, 0]}")
+
+
+def _tour(out: Callable[[str], None], steps: int, seed: int) -> TourResult:
+    rng = np.random.default_rng(seed)
+    _tour_primitives(out, rng)
 
     out("5. Additive attention with W_q = W_k = I, v = 1 does NOT find the key nearest the query:")
     q = np.array([0.2, 0.2])

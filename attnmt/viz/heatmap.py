@@ -211,6 +211,27 @@ def _label_inches(tokens: Sequence[str], fontsize: float) -> float:
     return 0.15 + longest * fontsize / 72
 
 
+def _checked_matrix(alpha: Any, src_tokens: Sequence[str], tgt_tokens: Sequence[str]) -> np.ndarray:
+    """``alpha`` as a [T, S] array that matches the token lists; ValueError otherwise."""
+    weights = _as_matrix(alpha)
+    expected = (len(tgt_tokens), len(src_tokens))
+    if weights.ndim != 2 or weights.shape != expected:
+        raise ValueError(
+            f"attention has shape {weights.shape}, expected [target, source] = {list(expected)} "
+            "from the token lists (include EOS in tgt_tokens if alpha has a row for it)"
+        )
+    if 0 in expected:
+        raise ValueError("cannot plot attention for an empty sentence")
+    return weights
+
+
+def _circle(ax, marks: Iterable[tuple[int, int]], cell: float) -> None:
+    """Red circles around the (source, target) cells ``marks``."""
+    links = sorted(marks)
+    ax.scatter([i for i, _ in links], [j for _, j in links], s=(cell * 72 * 0.8) ** 2, facecolors="none",
+               edgecolors="red", linewidths=0.8)
+
+
 def plot_attention(
     alpha: Any,
     src_tokens: Sequence[str],
@@ -229,16 +250,8 @@ def plot_attention(
     ``marks``: (source, target) cells to circle in red, e.g. gold alignment links, so that where
     attention and alignment part ways can be seen. Returns ``path``.
     """
-    weights = _as_matrix(alpha)
-    expected = (len(tgt_tokens), len(src_tokens))
-    if weights.ndim != 2 or weights.shape != expected:
-        raise ValueError(
-            f"attention has shape {weights.shape}, expected [target, source] = {list(expected)} "
-            "from the token lists (include EOS in tgt_tokens if alpha has a row for it)"
-        )
-    n_tgt, n_src = expected
-    if n_tgt == 0 or n_src == 0:
-        raise ValueError("cannot plot attention for an empty sentence")
+    weights = _checked_matrix(alpha, src_tokens, tgt_tokens)
+    n_tgt, n_src = weights.shape
 
     cell = _cell_inches(max(n_src, n_tgt))
     fontsize = float(np.clip(cell * 72 * 0.6, 6, 11))
@@ -265,9 +278,7 @@ def plot_attention(
         ax.set_yticks(range(n_tgt), [_label(t) for t in tgt_tokens])
         ax.tick_params(length=0)
         if marks is not None:
-            links = sorted(marks)
-            ax.scatter([i for i, _ in links], [j for _, j in links], s=(cell * 72 * 0.8) ** 2, facecolors="none",
-                       edgecolors="red", linewidths=0.8)
+            _circle(ax, marks, cell)
         if title:
             ax.set_title(title, fontsize=fontsize + 1)
         bar_height = min(height, 4.0)

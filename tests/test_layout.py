@@ -1,0 +1,53 @@
+"""The package's shape: docs/architecture.md's tree is the package, and modules and functions stay small."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "attnmt"
+MAX_MODULE_LINES = 500
+MAX_FUNCTION_LINES = 60
+
+
+def documented_tree() -> set[str]:
+    """The paths (relative to attnmt/) that the first code block of docs/architecture.md lists."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    block = re.search(r"```\nattnmt/\n(.*?)```", text, re.S).group(1)
+    paths, stack = set(), []
+    for line in block.splitlines():
+        depth = (len(line) - len(line.lstrip())) // 2 - 1
+        name = line.split()[0]
+        stack[depth:] = [name.rstrip("/")]
+        if name.endswith(".py"):
+            paths.add("/".join(stack))
+    return paths
+
+
+def package_modules() -> set[str]:
+    return {p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*.py")
+            if p.name not in ("__init__.py", "__main__.py") and "__pycache__" not in p.parts}
+
+
+def test_the_architecture_tree_lists_every_module_and_nothing_else():
+    documented, actual = documented_tree(), package_modules()
+    assert not actual - documented, f"modules missing from docs/architecture.md's tree: {sorted(actual - documented)}"
+    assert not documented - actual, f"docs/architecture.md lists modules that do not exist: {sorted(documented - actual)}"
+
+
+def test_modules_and_functions_stay_small():
+    too_long = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        source = path.read_text(encoding="utf-8")
+        name = path.relative_to(ROOT).as_posix()
+        if source.count("\n") > MAX_MODULE_LINES:
+            too_long.append(f"{name}: {source.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    too_long.append(f"{name}:{node.lineno} {node.name}: {length} lines")
+    assert not too_long, (f"over {MAX_MODULE_LINES} lines per module or {MAX_FUNCTION_LINES} per function: "
+                          + "; ".join(too_long))
