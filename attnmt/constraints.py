@@ -15,7 +15,6 @@ Both work on the hypotheses' tokens so far (``tokens`` [N, t], row r the hypothe
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor
 
 from attnmt.data.vocab import EOS_ID

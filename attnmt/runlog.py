@@ -33,7 +33,8 @@ class RunLog:
                 self.writer = None
 
     def event(self, kind: str, step: int | None = None, **values) -> dict:
-        record = {"event": kind, "time": round(time.time(), 3), **({"step": step} if step is not None else {}), **values}
+        record = {"event": kind, "time": round(time.time(), 3), **({"step": step} if step is not None else {}),
+                  **values}
         if not self.enabled:
             return record
         with self.path.open("a", encoding="utf-8") as f:

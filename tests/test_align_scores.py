@@ -45,10 +45,10 @@ def gold_with_possible_links(tiny_corpus, tmp_path):
     sources = (tiny_corpus / "test.src").read_text(encoding="utf-8").splitlines()
     targets = (tiny_corpus / "test.tgt").read_text(encoding="utf-8").splitlines()
     lines = []
-    for source, target, sure_line in zip(sources, targets, (tiny_corpus / "test.align").read_text(
+    for source, _target, sure_line in zip(sources, targets, (tiny_corpus / "test.align").read_text(
             encoding="utf-8").splitlines()):
         sure, _ = parse_gold_here(sure_line)
-        n_src, n_tgt = len(source.split()), len(target.split())
+        n_src = len(source.split())
         extra = {(i + 1, j) for i, j in sure if i + 1 < n_src} | {(i - 1, j) for i, j in sure if i > 0}
         lines.append(" ".join([f"{i + 1}-{j + 1}" for i, j in sorted(sure)]
                               + [f"{i + 1}p{j + 1}" for i, j in sorted(extra - sure)]))

@@ -100,8 +100,8 @@ def test_bad_weights():
 
 
 def test_a_mix_of_model_types_decodes_with_the_members_mean_log_prob(tiny_model, tiny_corpus, tmp_path):
-    from tests.conftest import tiny_config
     from attnmt.train import train
+    from tests.conftest import tiny_config
 
     dirs = [tiny_model]
     for kind in ("transformer", "seq2seq"):  # the same corpus and word tokenizer: the same vocabularies

@@ -11,7 +11,6 @@ import torch
 from attnmt.config import ModelConfig
 from attnmt.guidance import alignment_loss, guidance_matrix, piece_links
 from attnmt.models import build_model
-
 from tests.conftest import tiny_config
 
 
@@ -115,7 +114,8 @@ def test_alignment_test_text_is_added_to_training_without_links(tiny_corpus, tmp
     from attnmt.train import train
 
     config = tiny_config(tiny_corpus, max_steps=2, valid_every=2, valid_bleu_sample=0)
-    config.data.align_text_src, config.data.align_text_tgt = str(tiny_corpus / "test.src"), str(tiny_corpus / "test.tgt")
+    config.data.align_text_src = str(tiny_corpus / "test.src")
+    config.data.align_text_tgt = str(tiny_corpus / "test.tgt")
     config.data.align_text_copies = 3
     config.train.guided_alignment.links = str(_links_file(tiny_corpus, tmp_path))
     model_dir = train(config, tmp_path / "m", quiet=True).model_dir

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from attnmt.config import save_config
-from attnmt.translator import load
 from attnmt.train import autocast_dtype, native_bf16, train
+from attnmt.translator import load
 from tests.conftest import tiny_config
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (run benchmarks/gpu.sh on one)")

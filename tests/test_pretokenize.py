@@ -10,7 +10,8 @@ from tests.conftest import SHARED_DATA
     ("Il a montré beaucoup d'habileté.", "il a montré beaucoup de habileté ."),
     ("C'est l'heure, aujourd'hui !", "ce est le heure , aujourd' hui !"),
     ("Montrez-nous les documents.", "montrez - nous les documents ."),
-    ("Je vais au marché des fleurs du coin, aux Halles.", "je vais à le marché de les fleurs de le coin , à les halles ."),
+    ("Je vais au marché des fleurs du coin, aux Halles.",
+     "je vais à le marché de les fleurs de le coin , à les halles ."),
     ("Qu’il vienne jusqu'à 3,5 km.", "que il vienne jusque à 3,5 km ."),
 ])
 def test_french(raw, expected):

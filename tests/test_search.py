@@ -17,7 +17,6 @@ from attnmt.data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from attnmt.errors import UserError
 from attnmt.search import Hypothesis, beam_search, greedy_search, length_penalty_factor, max_output_lengths
 
-
 # ------------------------------------------------------------------------------------- fake models
 
 

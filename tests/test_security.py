@@ -181,7 +181,8 @@ def test_unknown_keys_name_the_closest_valid_one(tmp_path, text, message):
     ("train: 3\n", r"train\.? must be a mapping of keys to values, got 3"),  # "train." today: cosmetic
     ("data:\n  tokenizer: chars\n", r"data.tokenizer='chars' .*allowed: 'bpe' \| 'unigram' \| 'word'"),
     ("data:\n  vocab_size: 4\n", r"data.vocab_size=4 is out of range; allowed: >= 8"),
-    ("model:\n  type: transformer\n  d_model: 30\n  n_heads: 4\n", r"model.d_model=30 is not divisible by model.n_heads=4"),
+    ("model:\n  type: transformer\n  d_model: 30\n  n_heads: 4\n",
+     r"model.d_model=30 is not divisible by model.n_heads=4"),
     ("decode:\n  beam: 1000\n", r"decode.beam=1000 is out of range; allowed: >= 1 and <= 100"),
 ])
 def test_bad_values_name_the_key_the_value_and_what_is_allowed(tmp_path, text, message):

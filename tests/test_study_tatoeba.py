@@ -4,6 +4,7 @@ study measures on them (perplexity intervals over seeds, the natural set on its 
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import random
 from pathlib import Path
@@ -21,7 +22,7 @@ from attnmt.study.spec import TatoebaLongData
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "data"
 
-WORDS = "tom mary cat dog house tree red big eats sees runs sleeps".split()
+WORDS = ["tom", "mary", "cat", "dog", "house", "tree", "red", "big", "eats", "sees", "runs", "sleeps"]
 
 
 def sentence(rng: random.Random, n: int) -> str:
@@ -98,7 +99,7 @@ def test_tatoeba_long_splits_hold_out_whole_sentences(tmp_path):
 
 
 def test_tatoeba_long_errors(tmp_path):
-    tsv, m30k = write_corpus(tmp_path, n=60)
+    tsv, _ = write_corpus(tmp_path, n=60)
     with pytest.raises(UserError, match="file not found"):
         tatoeba_long_splits(TatoebaLongData(tatoeba=str(tmp_path / "none.tsv"), multi30k=None), tmp_path)
     with pytest.raises(UserError, match="no train.en.gz"):
@@ -186,6 +187,6 @@ def test_real_bottleneck_study_data():
     assert not any(s in train for s, _ in splits["natural"])
     lengths = [len(s.split()) for s, _ in splits["test"]]
     edges = study.evaluation.bucket_edges
-    for lo, hi in zip(edges, edges[1:]):
+    for lo, hi in itertools.pairwise(edges):
         assert sum(lo <= n < hi for n in lengths) >= 50, (lo, hi)  # every bucket is measured on enough pairs
     assert max(len(s.split()) for s in train) <= cfg.train_max_words < edges[-2]  # the last bucket is beyond training

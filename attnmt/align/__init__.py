@@ -9,16 +9,36 @@
 * :mod:`attnmt.align.command`: what ``attnmt align`` does.
 """
 
-from attnmt.align.eflomal import eflomal_align
-from attnmt.align.extract import (METHODS, WordAttention, argmax_links, attention_matrices, diagonal_links,
-                                  extract_alignments, links_from_attention, threshold_links, word_attention)
-from attnmt.align.links import (SYMMETRIZATIONS, GoldAlignment, Link, format_links, grow_diag_final_and, parse_gold,
-                                parse_links, read_gold, read_links, symmetrize)
-from attnmt.align.scores import AlignmentScores, format_scores, score_alignments
 from attnmt.align.command import AlignResult, align_files, align_pairs, attention_rows
+from attnmt.align.eflomal import eflomal_align
+from attnmt.align.extract import (
+                                  METHODS,
+                                  WordAttention,
+                                  argmax_links,
+                                  attention_matrices,
+                                  diagonal_links,
+                                  extract_alignments,
+                                  links_from_attention,
+                                  threshold_links,
+                                  word_attention,
+)
+from attnmt.align.links import (
+                                  SYMMETRIZATIONS,
+                                  GoldAlignment,
+                                  Link,
+                                  format_links,
+                                  grow_diag_final_and,
+                                  parse_gold,
+                                  parse_links,
+                                  read_gold,
+                                  read_links,
+                                  symmetrize,
+)
+from attnmt.align.scores import AlignmentScores, format_scores, score_alignments
 
 __all__ = ["METHODS", "SYMMETRIZATIONS", "AlignResult", "AlignmentScores", "GoldAlignment", "Link", "WordAttention",
-           "align_files", "align_pairs", "attention_rows", "argmax_links", "attention_matrices", "diagonal_links", "eflomal_align",
+           "align_files", "align_pairs", "attention_rows", "argmax_links", "attention_matrices", "diagonal_links",
+           "eflomal_align",
            "extract_alignments", "format_links", "format_scores", "grow_diag_final_and", "links_from_attention",
            "parse_gold", "parse_links", "read_gold", "read_links", "score_alignments", "symmetrize",
            "threshold_links", "word_attention"]

@@ -197,7 +197,8 @@ def attention_matrices(translator, sources: Sequence[str], targets: Sequence[str
 
     ``translator`` is an :class:`attnmt.translator.Translator`; ``layer``/``head`` as in
     :func:`choose_attention`; ``shift_offset`` (0 to 2) replaces the model's shift row
-    t + 1 + query_lag by t + offset in ``WordAttention.shifted``, to measure other rows. Raises UserError for a model without attention (seq2seq) or
+    t + 1 + query_lag by t + offset in ``WordAttention.shifted``, to measure other rows. Raises
+    UserError for a model without attention (seq2seq) or
     line counts that differ.
     """
     from attnmt.forced import forced_batches

@@ -70,7 +70,8 @@ def synthetic_splits(cfg: DataConfig, n_test: int = 0, seed: int = 0) -> dict[st
     return {name: [(" ".join(p.src), " ".join(p.tgt)) for p in pairs] for name, pairs in splits.items()}
 
 
-def build_processors(cfg: DataConfig, pairs: list[tuple[str, str]], model_dir: Path) -> tuple[TextProcessor, TextProcessor]:
+def build_processors(cfg: DataConfig, pairs: list[tuple[str, str]],
+                     model_dir: Path) -> tuple[TextProcessor, TextProcessor]:
     """Train the tokenizers and build the vocabularies on the training pairs; store them in model_dir."""
     src_texts = [s for s, _ in pairs]
     tgt_texts = [t for _, t in pairs]

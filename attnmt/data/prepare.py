@@ -79,7 +79,8 @@ def _sample(corpora: list[dict], counts: list[int], cfg, seed: int) -> tuple[lis
             continue
         if corpus["tsv"]:
             cols = (cfg.tsv_src_column, cfg.tsv_tgt_column)
-            pairs = _pick(corpus["tsv"], mine, lambda rows, numbers, p=corpus["tsv"], c=cols: split_tsv(rows, p, numbers, c))
+            pairs = _pick(corpus["tsv"], mine,
+                          lambda rows, numbers, p=corpus["tsv"], c=cols: split_tsv(rows, p, numbers, c))
             src += [s for s, _ in pairs]
             tgt += [t for _, t in pairs]
         else:
@@ -247,7 +248,8 @@ def _encode_all(corpora, counts, cfg, folder: Path, workers: int, progress: bool
     ids_dtype = np.uint16 if vocab <= 1 << 16 else np.int32
     len_dtype = np.uint16 if cfg.max_len < 1 << 16 else np.int32
     writers = {side: _Writer(folder, side, ids_dtype, len_dtype) for side in SIDES}
-    pool = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn").Pool(workers, _init_worker, (str(folder),)) if workers > 1 else None
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    pool = multiprocessing.get_context(method).Pool(workers, _init_worker, (str(folder),)) if workers > 1 else None
     if pool is None:
         _init_worker(str(folder))
     stats = []

@@ -45,7 +45,8 @@ class FixedVectorDecoder(nn.Module):
 class _AttentionDecoderBase(nn.Module):
     """What the attention decoders share: embeddings, initial state, the teacher-forcing loop."""
 
-    def __init__(self, vocab_size: int, emb_size: int, enc_size: int, hidden_size: int, num_layers: int, dropout: float):
+    def __init__(self, vocab_size: int, emb_size: int, enc_size: int, hidden_size: int, num_layers: int,
+                 dropout: float):
         super().__init__()
         self.embed = nn.Embedding(vocab_size, emb_size, padding_idx=PAD_ID)
         self.dropout = nn.Dropout(dropout)

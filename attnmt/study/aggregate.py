@@ -81,8 +81,8 @@ def aggregate(study: Study, data: StudyData, evals: list[dict]) -> dict:
                               for m, scores in methods.items()} for g, methods in alignment.items()},
             "alignment_by_category": {label: {**_spread(v), "n": runs[0]["alignment_by_category"][label]["n"]}
                                       for label, v in by_category.items()},
-            "training": {key: _spread([r["training"][key] for r in runs])
-                         for key in ("steps", "train_seconds") if all(r["training"].get(key) is not None for r in runs)},
+            "training": {key: _spread([r["training"][key] for r in runs]) for key in ("steps", "train_seconds")
+                         if all(r["training"].get(key) is not None for r in runs)},
             "precision": sorted({str(r["training"].get("precision")) for r in runs}),
             "extra_tests": {name: _aggregate_extra(study, sources, references, [r["extra_tests"][name] for r in runs])
                             for name, (sources, references) in data.extra_tests.items()

@@ -87,7 +87,7 @@ class TatoebaLongData:
     """
 
     tatoeba: str = "../../shared/data/tatoeba/fra-eng.tsv.gz"  # English TAB other language; relative to the study file
-    multi30k: Optional[str] = "../../shared/data/multi30k"  # official raw files; null: Tatoeba only
+    multi30k: str | None = "../../shared/data/multi30k"  # official raw files; null: Tatoeba only
     reverse_direction: bool = False  # false: English -> the other language; true: the other way
     multi30k_other_lang: str = "fr"  # the Multi30k language paired with English
     train_max_words: int = 40  # training pairs with more source words are dropped (joins stay within it)
@@ -101,7 +101,7 @@ class TatoebaLongData:
     # Share of all the naturally long pairs (at least natural_min_words) held out for the natural
     # test set, beyond those the random held-out draw catches (0: only those).
     natural_share: float = 0.5
-    natural_multi30k_split: Optional[str] = "test_2016_flickr"  # Multi30k captions added to the natural set
+    natural_multi30k_split: str | None = "test_2016_flickr"  # Multi30k captions added to the natural set
     seed: int = 1
 
     def __post_init__(self) -> None:
@@ -176,7 +176,8 @@ class GoldSet:
 class AlignmentSection:
     """Alignment error rate of the links read off each attention model (see attnmt.align)."""
 
-    synthetic_test: Optional[bool] = None  # score the synthetic test split's gold alignments (default: yes, with synthetic data)
+    # score the synthetic test split's gold alignments (default: yes, with synthetic data)
+    synthetic_test: Optional[bool] = None
     sets: list[GoldSet] = field(default_factory=list)  # further gold sets, e.g. the NAACL 2003 Hansards
     threshold: float = 0.5  # for the thresholded links
     models: list[str] = field(default_factory=list)  # model entries to score; empty: every model with attention

@@ -297,7 +297,8 @@ def attention_from_model(model_dir: str | Path, sentence: str, checkpoint: str =
     model = translator.config.model
     # The scene writes out the additive score of Bahdanau et al.; another score would be mislabelled.
     if model.type != "rnnsearch" or (model.decoder, model.score) != ("bahdanau", "additive"):
-        kind = model.type if model.type != "rnnsearch" else f"rnnsearch with the {model.decoder} decoder and {model.score} score"
+        kind = (model.type if model.type != "rnnsearch"
+                else f"rnnsearch with the {model.decoder} decoder and {model.score} score")
         raise UserError(f"soft-alignment: {model_dir} is a {kind} model; the scene shows additive (Bahdanau) "
                         "attention, so pass an rnnsearch model with model.decoder: bahdanau and model.score: additive")
     tr = translator.translate([sentence], beam=beam)[0]
