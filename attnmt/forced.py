@@ -17,6 +17,7 @@ from torch import Tensor, nn
 
 from attnmt.data.batching import Batch, collate, token_batches
 from attnmt.data.vocab import EOS_ID
+from attnmt.models.protocols import TranslationModel
 
 
 @contextmanager
@@ -40,7 +41,7 @@ class Forced:
     attention: Tensor | None  # [B, T, S]; with heads=True, every decoder layer's and head's: [L, H, B, T, S]
 
 
-def force(model: nn.Module, batch: Batch, heads: bool = False) -> tuple[Tensor, Tensor | None]:
+def force(model: TranslationModel, batch: Batch, heads: bool = False) -> tuple[Tensor, Tensor | None]:
     """The model's logits and attention under teacher forcing on ``batch`` (its ``tgt_in``).
 
     ``heads=True`` asks a model with heads (``model.has_heads``) for every layer's and head's
@@ -51,7 +52,7 @@ def force(model: nn.Module, batch: Batch, heads: bool = False) -> tuple[Tensor, 
     return model(batch.src, batch.src_len, batch.tgt_in)
 
 
-def forced_batches(model: nn.Module, src_ids: Sequence[Sequence[int]], tgt_ids: Sequence[Sequence[int]],
+def forced_batches(model: TranslationModel, src_ids: Sequence[Sequence[int]], tgt_ids: Sequence[Sequence[int]],
                    device: torch.device, batch_tokens: int = 4000, with_eos: bool = False,
                    heads: bool = False) -> Iterator[Forced]:
     """Run the model with teacher forcing over id pairs, in eval mode and without gradients.

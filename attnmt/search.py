@@ -36,6 +36,7 @@ from attnmt.config import STOPPING_RULES
 from attnmt.constraints import apply_constraints, check_constraints, min_lengths
 from attnmt.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from attnmt.errors import UserError
+from attnmt.models.protocols import TranslationModel
 
 __all__ = ["Hypothesis", "greedy_search", "beam_search", "left_to_right", "length_penalty_factor",
            "max_output_lengths"]
@@ -171,7 +172,7 @@ def _check_inputs(src: Tensor, src_len: Tensor) -> list[int]:
 
 
 @torch.inference_mode()
-def greedy_search(model, src: Tensor, src_len: Tensor, max_len_a: float = 1.5, max_len_b: float = 10,
+def greedy_search(model: TranslationModel, src: Tensor, src_len: Tensor, max_len_a: float = 1.5, max_len_b: float = 10,
                   max_len_cap: int | None = None, length_penalty: float = 1.0, min_len: int = 0,
                   no_repeat_ngram: int = 0) -> list[list[Hypothesis]]:
     """Batched greedy decoding: per sentence a list with its one hypothesis.
@@ -201,9 +202,10 @@ def _end_rows(results: list[list[Hypothesis]], tok: Tensor, cum: Tensor, sent: T
 
 
 @torch.inference_mode()
-def left_to_right(model, src: Tensor, src_len: Tensor, choose, copies: int = 1, max_len_a: float = 1.5,
-                  max_len_b: float = 10, max_len_cap: int | None = None, length_penalty: float = 1.0,
-                  min_len: int = 0, no_repeat_ngram: int = 0) -> list[list[Hypothesis]]:
+def left_to_right(model: TranslationModel, src: Tensor, src_len: Tensor, choose, copies: int = 1,
+                  max_len_a: float = 1.5, max_len_b: float = 10, max_len_cap: int | None = None,
+                  length_penalty: float = 1.0, min_len: int = 0,
+                  no_repeat_ngram: int = 0) -> list[list[Hypothesis]]:
     """One hypothesis per row, extended a token at a time: greedy search, and sampling (attnmt.sampling).
 
     ``choose(log_probs [N, V]) -> (log probs [N], tokens [N])`` picks each row's next token from the step's
@@ -287,7 +289,7 @@ class _Beam:
     worst_kept: Tensor  # [n] the n_best-th best finished score
 
     @classmethod
-    def start(cls, model, src: Tensor, src_len: Tensor) -> _Beam:
+    def start(cls, model: TranslationModel, src: Tensor, src_len: Tensor) -> _Beam:
         n, device = src.size(0), src.device
         sent = torch.arange(n, device=device)
         enc = _select_rows(model.encode(src, src_len), sent)
@@ -295,7 +297,7 @@ class _Beam:
                    torch.zeros(n, 1, device=device), torch.empty(n, 0, dtype=torch.long, device=device), None,
                    torch.full((n,), float("-inf"), device=device))
 
-    def step_log_probs(self, model, at_max_len: Tensor, min_lens: Tensor | None,
+    def step_log_probs(self, model: TranslationModel, at_max_len: Tensor, min_lens: Tensor | None,
                        no_repeat_ngram: int) -> tuple[Tensor, Tensor | None]:
         """The model's next-token log probs for every row, with the bans applied; and its attention."""
         log_probs, self.state, alpha = model.decode_step(self.y_prev, self.state, self.enc)
@@ -379,7 +381,7 @@ class _Beam:
 
 
 @torch.inference_mode()
-def beam_search(model, src: Tensor, src_len: Tensor, beam_size: int = 5, n_best: int = 1,
+def beam_search(model: TranslationModel, src: Tensor, src_len: Tensor, beam_size: int = 5, n_best: int = 1,
                 length_penalty: float = 1.0, max_len_a: float = 1.5, max_len_b: float = 10,
                 max_len_cap: int | None = None, stopping: str = "exact", min_len: int = 0,
                 no_repeat_ngram: int = 0) -> list[list[Hypothesis]]:

@@ -1,5 +1,7 @@
 """The recurrent models through their public interface (docs/architecture.md)."""
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -92,3 +94,24 @@ def test_enc_hidden_size_sets_the_annotation_width_of_rnnsearch_only():
     assert enc["h"].shape == (2, 5, 16)  # [->h_j; <-h_j], 8 each
     with pytest.raises(UserError, match="enc_hidden_size applies to rnnsearch"):
         make(type="seq2seq", enc_hidden_size=8)
+
+
+@pytest.mark.parametrize("model_type", ["seq2seq", "rnnsearch", "transformer"])
+def test_every_registered_model_keeps_the_model_protocol(model_type):
+    from attnmt.models import MODELS
+    from attnmt.models.protocols import AttentionModel, TranslationModel
+
+    assert set(MODELS) >= {"seq2seq", "rnnsearch", "transformer"}
+    model = build_model(model_config(model_type, emb_size=8, hidden_size=16, d_model=16, n_heads=2, ff_size=32,
+                                     dropout=0.0), 20, 30)
+    assert isinstance(model, TranslationModel) and model.model_type == model_type
+    assert isinstance(model, AttentionModel) == model.has_attention  # seq2seq declares no query lag
+    assert model.config_keys <= {f.name for f in dataclasses.fields(ModelConfig)}
+
+
+def test_every_registered_score_keeps_the_score_protocol():
+    from attnmt.models import SCORES
+    from attnmt.models.protocols import AttentionScore
+
+    for name, cls in SCORES.items():
+        assert isinstance(cls(6, 6, 4), AttentionScore), name
