@@ -1,6 +1,6 @@
 """Attention as word alignment on real English-French: the data, the guidance links and the table.
 
-    python benchmarks/alignment.py prepare [--with-gold-text]
+    python -m benchmarks.alignment prepare [--with-gold-text]
         Tatoeba fra-eng + Multi30k en-fr (from ../shared/data), tokenized and lowercased the way
         the Hansards gold is (attnmt.data.pretokenize), into data/align_enfr/train.tsv.gz; then
         eflomal's links for those training pairs, symmetrized with grow-diag-final-and, as the
@@ -8,13 +8,13 @@
         The gold set's sentences never get guidance links. --with-gold-text also writes
         train_with_gold_text.tsv.gz: the same pairs plus the 447 unlabelled gold sentence pairs
         (as statistical aligners always see the text they align).
-    python benchmarks/alignment.py table --model NAME=DIR[,REVERSE_DIR] ... [--out JSON]
+    python -m benchmarks.alignment table --model NAME=DIR[,REVERSE_DIR] ... [--out JSON]
         The one table: diagonal, eflomal (each direction and intersected), and each model x
         extraction method x symmetrization, with AER / precision / recall on the Hansards gold,
         the model's BLEU on its held-out test set, its training time and the alignment time.
-    python benchmarks/alignment.py figures --model DIR --name NAME [--method shift]
+    python -m benchmarks.alignment figures --model DIR --name NAME [--method shift]
         Heatmaps of real Hansards pairs whose word order changes, the gold's sure links circled.
-    python benchmarks/alignment.py why --model DIR
+    python -m benchmarks.alignment why --model DIR
         Where one model's attention misaligns: AER by French word category and by sentence length on
         the gold, and agreement with eflomal on held-out training-domain sentences against Hansards.
 """
@@ -24,10 +24,8 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import sys
 import time
 from pathlib import Path
-
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
@@ -136,7 +134,7 @@ def cmd_table(args) -> None:
     lines += [f"| {r['row']} | {r['aer']:.3f} | {r['precision']:.3f} | {r['recall']:.3f} | {r['predicted']} |"
               for r in rows]
     print("\n".join(lines))
-    from common import write_result
+    from benchmarks.common import write_result
 
     path = write_result("alignment_enfr", {"gold": str(gold), "eflomal_text": "the first model's training corpus "
                         "plus the gold sentences", "models": models, "rows": rows}, args.out)
@@ -177,7 +175,7 @@ def _silver(links) -> list:
 def cmd_why(args) -> None:
     """Where the attention misaligns: by French word category, by sentence length, and on in-domain
     (held-out Tatoeba/Multi30k) against out-of-domain (Hansards) sentences, with eflomal as the reference."""
-    from attnmt.align import attention_rows, read_gold, score_alignments, symmetrize
+    from attnmt.align import attention_rows, read_gold, score_alignments
     from attnmt.align.command import _eflomal_corpus, eflomal_rows
     from attnmt.translator import load
 
@@ -202,7 +200,10 @@ def cmd_why(args) -> None:
         words = [t.split() for _, t in hansards]
         entry["by_category"] = {}
         for cat in ("content word", "function word", "punctuation"):
-            links, g = _restricted(found["hansards"], gold, lambda k, j: word_category(words[k][j]) == cat)
+            def in_category(k, j, words=words, cat=cat):
+                return word_category(words[k][j]) == cat
+
+            links, g = _restricted(found["hansards"], gold, in_category)
             sc = score_alignments(links, g)
             entry["by_category"][cat] = {"aer": round(sc.aer, 4), "precision": round(sc.precision, 4),
                                          "recall": round(sc.recall, 4), "sure": sc.sure}
@@ -229,7 +230,7 @@ def cmd_why(args) -> None:
     print("by row offset", result["by_row_offset"], flush=True)
     efl = score_alignments([set(g.sure) for g in reference["hansards"]], gold)
     result["eflomal_intersection_gold_aer"] = round(efl.aer, 4)
-    from common import write_result
+    from benchmarks.common import write_result
 
     name = f"alignment_why_{model_dir.name}"
     print(f"-> {write_result(name, result, args.out)}")
@@ -301,5 +302,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT))
     main()

@@ -1,6 +1,6 @@
 """Benchmark: how long `attnmt animate` takes to render each scene at low and high quality.
 
-    python benchmarks/animate.py [--qualities low high] [--scenes bottleneck soft-alignment]
+    python -m benchmarks.animate [--qualities low high] [--scenes bottleneck soft-alignment]
                                  [--study RESULTS.json] [--out PATH]
 
 Each render is the real command (`python -m attnmt animate SCENE --quality Q --out FILE.mp4`) in a
@@ -22,8 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import write_result  # noqa: E402
+from benchmarks.common import write_result
 
 SCENES = ("bottleneck", "soft-alignment")
 

@@ -18,7 +18,7 @@ Everything is float32 and single-threaded (BLAS and torch) unless OMP_NUM_THREAD
 OPENBLAS_NUM_THREADS / MKL_NUM_THREADS are set: on a small shared machine multi-threaded BLAS
 timings swing by an order of magnitude with the neighbours' load, and one thread is reproducible.
 
-Usage: python benchmarks/attention.py [--quick] [--out PATH]
+Usage: python -m benchmarks.attention [--quick] [--out PATH]
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from torch.utils._pytree import tree_leaves  # noqa: E402
 from attnmt import reference as ref  # noqa: E402
 from attnmt.models.attention import (  # noqa: E402
     AdditiveAttention,
-    LuongAttention,
+    GeneralAttention,
     MultiHeadAttention,
     scaled_dot_product_attention,
 )
@@ -143,7 +143,7 @@ def run_length(S: int, repeats: int, rng: np.random.Generator) -> dict[str, Any]
     }
     tq, tK, tmask = torch.from_numpy(q), torch.from_numpy(K), torch.from_numpy(mask)
     additive = AdditiveAttention(D_MODEL, D_MODEL, ATTN_SIZE).eval()
-    general = LuongAttention(D_MODEL, D_MODEL, "general").eval()
+    general = GeneralAttention(D_MODEL, D_MODEL).eval()
     mha = MultiHeadAttention(D_MODEL, N_HEADS).eval()
     torch_fns = {
         "torch_additive": lambda: additive(tq, tK, tK, tmask),

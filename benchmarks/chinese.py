@@ -1,7 +1,7 @@
 """What docs/chinese.md shows of trained zh->en models: sample translations, the final-punctuation
 effect, and the attention figures.
 
-    python benchmarks/chinese.py --model "900 s=models/zh_900" --model "2700 s=models/zh_2700" \
+    python -m benchmarks.chinese --model "900 s=models/zh_900" --model "2700 s=models/zh_2700" \
         [--figures docs/img] [--out benchmarks/results/tatoeba_zh_en.json]
 
 For each model folder (trained with configs/tatoeba_zh_en_rnnsearch.yaml, which holds its test pairs
@@ -19,13 +19,11 @@ import re
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import write_result  # noqa: E402
-
 from attnmt.data.augment import strip_final_punctuation  # noqa: E402
 from attnmt.data.corpus import read_parallel  # noqa: E402
 from attnmt.evaluate import corpus_scores  # noqa: E402
 from attnmt.translator import load  # noqa: E402
+from benchmarks.common import write_result
 
 SAMPLES = ["我爱你", "我爱你。", "我爱您。", "你好。", "谢谢你。", "我想喝茶。", "我不知道。",
            "他是我的朋友。", "今天天气很好。", "我明天要去北京。", "他每天早上七点起床。",

@@ -47,10 +47,17 @@ def machine_info() -> dict:
     }
 
 
+def command_line() -> str:
+    """How this benchmark was started: ``python -m benchmarks.NAME ARGS`` (or the script's path)."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    program = ["-m", spec.name] if spec is not None and spec.name else sys.argv[:1]
+    return " ".join([Path(sys.executable).name, *program, *sys.argv[1:]])
+
+
 def write_result(name: str, result: dict, out: str | Path | None = None) -> Path:
     path = Path(out) if out else RESULTS / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    payload = {"benchmark": name, "command": " ".join([Path(sys.executable).name, *sys.argv]),
+    payload = {"benchmark": name, "command": command_line(),
                "machine": machine_info(), **result}
     path.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return path

@@ -1,6 +1,6 @@
 """attnmt's decoding speed against OpenNMT-py's, in alternating rounds on one machine.
 
-    python benchmarks/decoding.py [--model models/rnn256_luong] [--rounds 5]
+    python -m benchmarks.decoding [--model models/rnn256_luong] [--rounds 5]
 
 This machine's speed wanders by 10-40% within minutes, so the two toolkits decode in turns, round after
 round, and the result is the median over rounds of each round's time ratio (OpenNMT-py's time / attnmt's).
@@ -9,9 +9,9 @@ Both decode test_2016_flickr de->en (1,000 sentences, lowercased with punctuatio
 count decoding time only: OpenNMT-py's own `-report_time` figure ("Total translation time", printed to
 0.1 s), attnmt's clock around `Translator.translate` with the model already loaded.
 
-Needs the OpenNMT-py checkpoint and virtual environment that `python benchmarks/peers.py opennmt` leaves in
+Needs the OpenNMT-py checkpoint and virtual environment that `python -m benchmarks.peers opennmt` leaves in
 $PEERS (default ~/peers-bench; ../shared/peers/opennmt/run_opennmt.sh), and an attnmt model of the same
-architecture kept by `python benchmarks/rnn256.py --model attention=luong_concat --model input_feeding=true
+architecture kept by `python -m benchmarks.rnn256 --model attention=luong_concat --model input_feeding=true
 --keep-model models/rnn256_luong`. attnmt decodes in float32 and `--int8`, in one process of 2 threads
 and in `--workers 2` processes of one thread, and beam 5 with both `--stopping` rules (OpenNMT-py ends a
 sentence when its best candidate ends, sooner than either). Writes benchmarks/results/decoding.json.
@@ -24,19 +24,16 @@ import os
 import re
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import write_result  # noqa: E402
-from rnn256 import prepare  # noqa: E402
 
 import torch  # noqa: E402
 
 from attnmt.evaluate import corpus_scores  # noqa: E402
 from attnmt.translator import load  # noqa: E402
+from benchmarks.common import write_result
+from benchmarks.rnn256 import prepare
 
 ROOT = Path(__file__).resolve().parents[1]
 PEERS = Path(os.environ.get("PEERS", Path.home() / "peers-bench"))

@@ -1,6 +1,6 @@
 """Run `attnmt demo` and record its wall time, peak memory and BLEU per length bucket.
 
-    python benchmarks/demo.py [--quick] [--out PATH] [--figures DIR]
+    python -m benchmarks.demo [--quick] [--out PATH] [--figures DIR]
 
 Checks the chapter's claim on the demo's own numbers: rnnsearch's BLEU in the longest bucket is at
 least 90% of its BLEU in the shortest, seq2seq's longest is below half of its shortest. Exits 1 when
@@ -17,10 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import write_result  # noqa: E402
-
 from attnmt.demo import run_demo  # noqa: E402
+from benchmarks.common import write_result
 
 
 def main() -> int:

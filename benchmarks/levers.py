@@ -1,6 +1,6 @@
 """What each kept decoding speed-up is worth: in-process A/B against its older form.
 
-    python benchmarks/levers.py [--model models/rnn256_luong] [--rounds 4] [--sentences 500]
+    python -m benchmarks.levers [--model models/rnn256_luong] [--rounds 4] [--sentences 500]
 
 One process decodes the first sentences of test_2016_flickr (rnn-256 recipe, `--int8`, beam 5, batches of 64,
 one thread, as a `--workers` process runs) with everything on, then with one lever put back to its older form,
@@ -18,20 +18,17 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import write_result  # noqa: E402
-from rnn256 import prepare  # noqa: E402
 
 import torch  # noqa: E402
 
 import attnmt.models.attention as attention  # noqa: E402
 import attnmt.search as search  # noqa: E402
 from attnmt.translator import load  # noqa: E402
+from benchmarks.common import write_result
+from benchmarks.rnn256 import prepare
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,7 +1,7 @@
 """Run a peer toolkit's script from ../shared/peers (or read its saved output) and record its numbers.
 
-    python benchmarks/peers.py opennmt                    # runs ../shared/peers/opennmt/run_opennmt.sh (~5 min)
-    python benchmarks/peers.py opennmt --log saved.log    # parses the output of an earlier run instead
+    python -m benchmarks.peers opennmt                    # runs ../shared/peers/opennmt/run_opennmt.sh (~5 min)
+    python -m benchmarks.peers opennmt --log saved.log    # parses the output of an earlier run instead
 
 The peer scripts train the "rnn-256" recipe for 240 s and decode test_2016_flickr (see
 ../shared/peers/README.md); benchmarks/rnn256.py runs the same recipe with attnmt. Writes
@@ -18,11 +18,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import write_result  # noqa: E402
+from benchmarks.common import write_result
 
 PEERS = Path(__file__).resolve().parents[2] / "shared" / "peers"
-SCRIPTS = {"opennmt": "opennmt/run_opennmt.sh", "fairseq": "fairseq/run_fairseq.sh", "joeynmt": "joeynmt/run_joeynmt.sh"}
+SCRIPTS = {"opennmt": "opennmt/run_opennmt.sh", "fairseq": "fairseq/run_fairseq.sh",
+           "joeynmt": "joeynmt/run_joeynmt.sh"}
 
 
 def _floats(pattern: str, text: str) -> list[float]:

@@ -10,7 +10,7 @@ peak memory (getrusage maxrss, the process and its workers) is its own:
   (the rate the store's encoding phase is compared with);
 * first batch: opening the prepared store, building epoch 0's batches and collating the first one.
 
-    .venv/bin/python benchmarks/prepare.py --pairs 1000000 --workers 2
+    .venv/bin/python -m benchmarks.prepare --pairs 1000000 --workers 2
 
 writes benchmarks/results/prepare.json; the corpus is deleted afterwards.
 """
@@ -27,8 +27,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import write_result
 

@@ -1,8 +1,8 @@
 """The "rnn-256" recipe of the peer comparison (../shared/peers), run with attnmt on Multi30k de->en.
 
-    python benchmarks/rnn256.py [--multi30k ../shared/data/multi30k] [--seconds 240] [--threads 2]
-    python benchmarks/rnn256.py --device cuda --precision bf16 --out benchmarks/results/rnn256_cuda_bf16.json
-    python benchmarks/rnn256.py --reuse models/rnn256_luong --out ...   # decoding of a kept model, no training
+    python -m benchmarks.rnn256 [--multi30k ../shared/data/multi30k] [--seconds 240] [--threads 2]
+    python -m benchmarks.rnn256 --device cuda --precision bf16 --out benchmarks/results/rnn256_cuda_bf16.json
+    python -m benchmarks.rnn256 --reuse models/rnn256_luong --out ...   # decoding of a kept model, no training
 
 The recipe of ../shared/peers (OpenNMT-py, fairseq, JoeyNMT): text lowercased with punctuation split
 off, word vocabularies of at most 10,000 per side (min frequency 2), a 1-layer bidirectional LSTM
@@ -29,17 +29,15 @@ import argparse
 import gzip
 import json
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch  # noqa: E402
-from common import tokenize_lowercase, write_result  # noqa: E402
 
 from attnmt.config import config_from_dict  # noqa: E402
 from attnmt.evaluate import corpus_scores  # noqa: E402
+from benchmarks.common import tokenize_lowercase, write_result
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -204,7 +202,8 @@ def main() -> int:
     shares = {f"share_of_{dtype}_peak": None if args.reuse else round(achieved / peak[dtype], 4) for dtype in peak}
     payload = {
         "recipe": "rnn-256 of ../shared/peers (see this script's docstring)",
-        "model": {"enc_hidden_size_per_direction": config.model.enc_hidden_size, "hidden_size": config.model.hidden_size,
+        "model": {"enc_hidden_size_per_direction": config.model.enc_hidden_size,
+                  "hidden_size": config.model.hidden_size,
                   "emb_size": config.model.emb_size, "decoder": config.model.decoder, "score": config.model.score,
                   "input_feeding": config.model.input_feeding},
         "training": {"seconds": config.train.max_time_s, "threads": config.train.threads, "steps": summary["steps"],

@@ -22,7 +22,7 @@ are held-out synthetic sentences of 4 to 30 words. The server decodes on one tor
 (--threads 1): on a small shared machine the load generator needs the other core, and one thread
 is reproducible.
 
-Usage: python benchmarks/serve_load.py [--quick] [--model DIR] [--clients 32] [--duration 30] [--out PATH]
+Usage: python -m benchmarks.serve_load [--quick] [--model DIR] [--clients 32] [--duration 30] [--out PATH]
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Train a config for a bounded time (or take a trained model folder) and record its test scores.
 
-    python benchmarks/translation.py configs/multi30k_de_en_rnnsearch.yaml --max-time 1800 --threads 1
-    python benchmarks/translation.py configs/multi30k_de_en_rnnsearch.yaml --model-dir models/m30k --reuse
-    python benchmarks/translation.py CONFIG --model-dir DIR --reuse --average-last 5 --out results/NAME_avg5.json
+    python -m benchmarks.translation configs/multi30k_de_en_rnnsearch.yaml --max-time 1800 --threads 1
+    python -m benchmarks.translation configs/multi30k_de_en_rnnsearch.yaml --model-dir models/m30k --reuse
+    python -m benchmarks.translation CONFIG --model-dir DIR --reuse --average-last 5 --out results/NAME_avg5.json
 
 Writes benchmarks/results/<config name>.json: how the model was trained (steps, epochs, wall time,
 stop reason, best validation perplexity, from the model folder's train_log.jsonl), then, for greedy
@@ -15,17 +15,14 @@ decoding time and BLEU by source length on the config's test set. With --align-s
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import tokenize_lowercase, write_result  # noqa: E402
 
 from attnmt.config import load_config  # noqa: E402
 from attnmt.data.corpus import read_parallel  # noqa: E402
 from attnmt.evaluate import bleu_by_length, corpus_scores  # noqa: E402
 from attnmt.runlog import training_summary  # noqa: E402
+from benchmarks.common import tokenize_lowercase, write_result
 
 
 def main() -> int:

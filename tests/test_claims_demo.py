@@ -7,7 +7,7 @@ purpose; tests/slow/test_demo_claim.py runs the real quick demo.
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -20,10 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def load_benchmark():
-    spec = importlib.util.spec_from_file_location("benchmark_demo", REPO / "benchmarks" / "demo.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("benchmarks.demo")
 
 
 def made_up_result(rnnsearch: tuple[float, float], seq2seq: tuple[float, float]):

@@ -1,4 +1,4 @@
-"""The demo's claim, measured: the quick demo (benchmarks/demo.py --quick, about 75 s on two cores)
+"""The demo's claim, measured: the quick demo (python -m benchmarks.demo --quick, about 75 s on two cores)
 trains seq2seq and rnnsearch and must show attention's point.
 
 Thresholds, from benchmarks/results/demo_quick.json (BLEU, shortest bucket 4-13 -> longest 24-30):
@@ -25,7 +25,7 @@ SEQ2SEQ_KEEPS_LESS_THAN = 0.5
 
 def test_quick_demo_shows_attention_holding_and_the_fixed_vector_falling(tmp_path):
     out = tmp_path / "demo_quick.json"
-    run = subprocess.run([sys.executable, str(REPO / "benchmarks" / "demo.py"), "--quick", "--out", str(out),
+    run = subprocess.run([sys.executable, "-m", "benchmarks.demo", "--quick", "--out", str(out),
                           "--figures", ""], capture_output=True, text=True, cwd=REPO)
     result = json.loads(out.read_text(encoding="utf-8"))
     bleu = {m: [b["bleu"] for b in bs] for m, bs in result["buckets"].items()}

@@ -23,7 +23,7 @@ after the file), and ``attnmt study``'s results.json, ``{"models": {NAME: {"mode
 
 Maintenance of the two files shipped in the package::
 
-    # the demo curve: copy the buckets of the measured demo (rerun after `python benchmarks/demo.py`)
+    # the demo curve: copy the buckets of the measured demo (rerun after `python -m benchmarks.demo`)
     python scripts/refresh_bundles.py curve benchmarks/results/demo.json
     # the attention example: train the model (a few minutes), then store one test sentence's attention
     python scripts/refresh_bundles.py attention-model /tmp/attn     # prints test sentences

@@ -1,0 +1,1 @@
+"""attnmt's benchmarks: `python -m benchmarks.NAME` from the repository root (benchmarks/README.md)."""
