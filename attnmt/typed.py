@@ -154,18 +154,22 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
 
 
 
-def read_yaml(path: Path) -> Any:
-    """A YAML file's plain values, lists and mappings; one clear line for a missing file, bad YAML or a tag."""
+def read_yaml(path: Path, kind: str = "config", missing: str | None = None) -> Any:
+    """A YAML file's plain values, lists and mappings; one clear line for a missing file, bad YAML or a tag.
+
+    ``kind`` names the file in the messages ("config", "study"); ``missing`` is the line for a file
+    that does not exist.
+    """
     if not path.is_file():
-        raise UserError(f"config file not found: {path}; pass the path of a YAML config (see configs/)")
+        raise UserError(missing or f"config file not found: {path}; pass the path of a YAML config (see configs/)")
     try:
         return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.constructor.ConstructorError as e:
         line = getattr(getattr(e, "problem_mark", None), "line", None)
         where = f"{path}:{line + 1}" if line is not None else str(path)
-        raise UserError(f"config {where} uses a YAML tag that attnmt does not accept (only plain values, lists "
+        raise UserError(f"{kind} {where} uses a YAML tag that attnmt does not accept (only plain values, lists "
                         "and mappings); remove the tag") from None
     except (yaml.YAMLError, UnicodeDecodeError) as e:
         line = getattr(getattr(e, "problem_mark", None), "line", None)
         where = f"{path}:{line + 1}" if line is not None else str(path)
-        raise UserError(f"config {where} is not valid YAML; fix the syntax ({type(e).__name__})") from None
+        raise UserError(f"{kind} {where} is not valid YAML; fix the syntax ({type(e).__name__})") from None

@@ -3,20 +3,15 @@
 from __future__ import annotations
 
 import copy
-import dataclasses
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import yaml
 
 from attnmt.config import config_from_dict
 from attnmt.errors import UserError
-from attnmt.typed import build as _build
-from attnmt.typed import check_range as _check_range
-from attnmt.typed import coerce as _coerce
+from attnmt.typed import build, check_range, read_yaml
 
 
 @dataclass
@@ -36,12 +31,12 @@ class SyntheticData:
 
     def __post_init__(self) -> None:
         for key in ("train", "valid", "test"):
-            _check_range(f"data.synthetic.{key}", getattr(self, key), 1, None)
-        _check_range("data.synthetic.short_train", self.short_train, 0, None)
-        _check_range("data.synthetic.min_len", self.min_len, 3, None)
-        _check_range("data.synthetic.max_len", self.max_len, self.min_len, None)
+            check_range(f"data.synthetic.{key}", getattr(self, key), 1, None)
+        check_range("data.synthetic.short_train", self.short_train, 0, None)
+        check_range("data.synthetic.min_len", self.min_len, 3, None)
+        check_range("data.synthetic.max_len", self.max_len, self.min_len, None)
         if self.short_train:
-            _check_range("data.synthetic.short_max_len", self.short_max_len, self.min_len, self.max_len)
+            check_range("data.synthetic.short_max_len", self.short_max_len, self.min_len, self.max_len)
 
 
 @dataclass
@@ -66,9 +61,9 @@ class Multi30kLongData:
     seed: int = 1  # the run lengths of the joins
 
     def __post_init__(self) -> None:
-        _check_range("data.multi30k_long.min_join", self.min_join, 1, None)
-        _check_range("data.multi30k_long.max_join", self.max_join, self.min_join, None)
-        _check_range("data.multi30k_long.valid", self.valid, 1, None)
+        check_range("data.multi30k_long.min_join", self.min_join, 1, None)
+        check_range("data.multi30k_long.max_join", self.max_join, self.min_join, None)
+        check_range("data.multi30k_long.valid", self.valid, 1, None)
 
 
 @dataclass
@@ -105,15 +100,15 @@ class TatoebaLongData:
     seed: int = 1
 
     def __post_init__(self) -> None:
-        _check_range("data.tatoeba_long.train_max_words", self.train_max_words, 1, None)
-        _check_range("data.tatoeba_long.train_joined", self.train_joined, 0, None)
-        _check_range("data.tatoeba_long.held_out", self.held_out, 1, None)
-        _check_range("data.tatoeba_long.valid", self.valid, 1, None)
-        _check_range("data.tatoeba_long.test", self.test, 1, None)
-        _check_range("data.tatoeba_long.test_min_words", self.test_min_words, 1, None)
-        _check_range("data.tatoeba_long.test_max_words", self.test_max_words, self.test_min_words, None)
-        _check_range("data.tatoeba_long.natural_min_words", self.natural_min_words, 1, None)
-        _check_range("data.tatoeba_long.natural_share", self.natural_share, 0.0, 1.0)
+        check_range("data.tatoeba_long.train_max_words", self.train_max_words, 1, None)
+        check_range("data.tatoeba_long.train_joined", self.train_joined, 0, None)
+        check_range("data.tatoeba_long.held_out", self.held_out, 1, None)
+        check_range("data.tatoeba_long.valid", self.valid, 1, None)
+        check_range("data.tatoeba_long.test", self.test, 1, None)
+        check_range("data.tatoeba_long.test_min_words", self.test_min_words, 1, None)
+        check_range("data.tatoeba_long.test_max_words", self.test_max_words, self.test_min_words, None)
+        check_range("data.tatoeba_long.natural_min_words", self.natural_min_words, 1, None)
+        check_range("data.tatoeba_long.natural_share", self.natural_share, 0.0, 1.0)
 
 
 @dataclass
@@ -147,10 +142,10 @@ class EvaluationSection:
     position_width: int = 10  # target positions per group in the accuracy-by-position figure
 
     def __post_init__(self) -> None:
-        _check_range("evaluation.beam", self.beam, 1, 100)
-        _check_range("evaluation.bootstrap", self.bootstrap, 0, None)
-        _check_range("evaluation.confidence", self.confidence, 0.5, 0.999)
-        _check_range("evaluation.position_width", self.position_width, 1, None)
+        check_range("evaluation.beam", self.beam, 1, 100)
+        check_range("evaluation.bootstrap", self.bootstrap, 0, None)
+        check_range("evaluation.confidence", self.confidence, 0.5, 0.999)
+        check_range("evaluation.position_width", self.position_width, 1, None)
 
 
 @dataclass
@@ -183,7 +178,7 @@ class AlignmentSection:
     models: list[str] = field(default_factory=list)  # model entries to score; empty: every model with attention
 
     def __post_init__(self) -> None:
-        _check_range("alignment.threshold", self.threshold, 0.0, 1.0, inclusive_low=False)
+        check_range("alignment.threshold", self.threshold, 0.0, 1.0, inclusive_low=False)
 
 
 @dataclass
@@ -201,54 +196,6 @@ class Study:
     heatmaps: HeatmapSection = field(default_factory=HeatmapSection)
     alignment: AlignmentSection = field(default_factory=AlignmentSection)
     path: Optional[str] = None  # where the study was read from (set by load_study, not by the YAML)
-
-
-def _is_optional_dataclass(tp: Any) -> bool:
-    args = [a for a in typing.get_args(tp) if a is not type(None)]
-    return typing.get_origin(tp) in (typing.Union, types.UnionType) and len(args) == 1 and dataclasses.is_dataclass(
-        args[0])
-
-
-def _needs_tree(tp: Any) -> bool:
-    """Whether a field needs more than attnmt.config._build: lists, free mappings, optional sections."""
-    if typing.get_origin(tp) in (list, dict) or tp is dict or _is_optional_dataclass(tp):
-        return True
-    return dataclasses.is_dataclass(tp) and any(_needs_tree(t) for t in typing.get_type_hints(tp).values())
-
-
-def _build_value(tp: Any, value: Any, key: str) -> Any:
-    """Validate one value against its annotation; dataclasses become instances."""
-    if _is_optional_dataclass(tp):
-        inner = next(a for a in typing.get_args(tp) if a is not type(None))
-        return None if value is None else _build_tree(inner, value, f"{key}.")
-    if dataclasses.is_dataclass(tp):
-        return _build_tree(tp, value or {}, f"{key}.")
-    if tp is dict or typing.get_origin(tp) is dict:
-        if not isinstance(value, dict):
-            raise UserError(f"config: {key} must be a mapping of keys to values, got {value!r}")
-        return value
-    if typing.get_origin(tp) is list:
-        if not isinstance(value, list):
-            raise UserError(f"config: {key}={value!r} must be a list")
-        (item_type,) = typing.get_args(tp)
-        return [_build_value(item_type, item, f"{key}[{n}]") for n, item in enumerate(value)]
-    return _coerce(key, value, tp)
-
-
-def _build_tree(cls: type, raw: Any, prefix: str) -> Any:
-    """attnmt.config._build extended to lists, free mappings and optional sections.
-
-    The plain keys go through ``_build`` (so unknown keys, types and ranges are reported exactly
-    as in model configs); the other fields are built here and set on the result.
-    """
-    if not isinstance(raw, dict):
-        raise UserError(f"config: {prefix.rstrip('.') or 'the top level'} must be a mapping of keys to values, "
-                        f"got {raw!r}")
-    hints = typing.get_type_hints(cls)
-    special = {k: v for k, v in raw.items() if k in hints and _needs_tree(hints[k])}
-    node = _build(cls, {k: v for k, v in raw.items() if k not in special}, prefix)
-    values = {k: _build_value(hints[k], v, f"{prefix}{k}") for k, v in special.items()}
-    return dataclasses.replace(node, **values) if values else node
 
 
 def deep_merge(base: dict, top: dict) -> dict:
@@ -283,7 +230,7 @@ def model_raw_config(study: Study, entry: ModelEntry) -> dict:
 
 def study_from_dict(raw: dict, path: Path | None = None) -> Study:
     """Validate a raw study dict (as read from YAML)."""
-    study = _build_tree(Study, raw, "")
+    study = build(Study, raw)
     study.path = str(path) if path is not None else None
     _validate(study)
     return study
@@ -294,7 +241,7 @@ def _validate(study: Study) -> None:
     d = study.data
     if sum(x is not None for x in (d.synthetic, d.multi30k_long, d.tatoeba_long)) != 1:
         raise UserError("config: data must have exactly one of 'synthetic', 'multi30k_long' or 'tatoeba_long'")
-    _check_range("jobs", study.jobs, 1, None)
+    check_range("jobs", study.jobs, 1, None)
     if not study.models:
         raise UserError("config: models is empty; list at least one model (name plus config and/or overrides)")
     if not study.seeds or len(set(study.seeds)) != len(study.seeds):
@@ -331,16 +278,9 @@ def _validate(study: Study) -> None:
 def load_study(path: str | Path) -> Study:
     """Read and validate a study YAML; errors name the file and the key."""
     path = Path(path)
-    if not path.is_file():
-        raise UserError(f"study config not found: {path}; pass a study YAML (see studies/)")
+    raw = read_yaml(path, "study", f"study config not found: {path}; pass a study YAML (see studies/)")
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (yaml.YAMLError, UnicodeDecodeError) as e:
-        line = getattr(getattr(e, "problem_mark", None), "line", None)
-        where = f"{path}:{line + 1}" if line is not None else str(path)
-        raise UserError(f"study {where} is not valid YAML; fix the syntax ({type(e).__name__})") from None
-    try:
-        study = _build_tree(Study, raw, "")
+        study = build(Study, raw)
         study.path = str(path.resolve())
         _validate(study)
     except UserError as e:
