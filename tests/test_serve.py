@@ -140,6 +140,51 @@ def test_chinese_text_round_trips(client):
     assert tr["source"] == "我爱你" and tr["src_tokens"] == ["我爱你"]
 
 
+def test_min_len_and_no_repeat_ngram_match_the_translator(client, tiny_model):
+    translator = load(tiny_model)
+    for options in ({"min_len": 6}, {"no_repeat_ngram": 1}, {"min_len": 5, "no_repeat_ngram": 2, "beam": 1}):
+        expected = translator.translate([SENTENCE], **{"beam": 3, **options})[0]
+        status, body = post(client, {"text": SENTENCE, **options})
+        assert status == 200, body
+        assert body["translations"][0]["tgt_tokens"] == expected.tgt_tokens
+        assert body["translations"][0]["score"] == pytest.approx(expected.score, abs=1e-5)
+    long = post(client, {"text": SENTENCE, "min_len": 6})[1]["translations"][0]["tgt_tokens"]
+    assert len(long) >= 6
+    distinct = post(client, {"text": SENTENCE, "min_len": 6, "no_repeat_ngram": 1})[1]["translations"][0]
+    assert len(set(distinct["tgt_tokens"])) == len(distinct["tgt_tokens"]) >= 6
+
+
+def test_sampling_matches_the_translator_and_is_reproducible(client, tiny_model):
+    from attnmt.sampling import Sampling
+
+    body = {"text": SENTENCE, "sample": True, "n_best": 4, "top_k": 8, "top_p": 0.95, "temperature": 1.5, "seed": 3}
+    status, answer = post(client, body)
+    assert status == 200, answer
+    samples = [h["tgt_tokens"] for h in answer["translations"][0]["n_best"]]
+    expected = load(tiny_model).translate([SENTENCE], n_best=4, sampling=Sampling(8, 0.95, 1.5, 3))[0]
+    assert samples == [h.tgt_tokens for h in expected.n_best]
+    assert post(client, body)[1]["translations"][0]["n_best"] == answer["translations"][0]["n_best"]
+    others = [post(client, {**body, "seed": seed})[1]["translations"][0]["n_best"] for seed in (4, 5, 6)]
+    assert any(o != answer["translations"][0]["n_best"] for o in others)
+    # the defaults: seed 0, no cut, temperature 1, one sample; beam 1 is allowed
+    plain = post(client, {"text": SENTENCE, "sample": True, "beam": 1})[1]["translations"][0]
+    assert plain["tgt_tokens"] == load(tiny_model).translate([SENTENCE], sampling=Sampling())[0].tgt_tokens
+
+
+def test_min_len_above_the_models_output_cap(tiny_model):
+    import dataclasses
+
+    translator = load(tiny_model)
+    translator.config = dataclasses.replace(translator.config,
+                                            decode=dataclasses.replace(translator.config.decode, max_len_cap=5))
+    with TestClient(create_app({"m": translator})) as c:
+        status, body = post(c, {"text": SENTENCE, "min_len": 6})
+        assert status == 422 and body["error"]["field"] == "min_len"
+        assert body["error"]["message"] == ("min_len=6 is above model 'm''s maximum output length (5, "
+                                            "decode.max_len_cap); allowed: 0 to 5")
+        assert post(c, {"text": SENTENCE, "min_len": 5})[0] == 200
+
+
 def test_a_path_as_text_is_translated_not_read(client):
     status, body = post(client, {"text": "/etc/passwd"})
     assert status == 200 and body["translations"][0]["src_tokens"] == ["/etc/passwd"]
@@ -173,6 +218,20 @@ BAD_REQUESTS = [
     ({"text": SENTENCE, "model": 1}, 422, "model", "string"),
     ({"text": SENTENCE, "beem": 3}, 422, "beem", "unknown field"),
     ({"text": SENTENCE, "attention_heads": True}, 422, "attention_heads", "only models with attention heads"),
+    ({"text": SENTENCE, "min_len": -1}, 422, "min_len", "greater than or equal to 0"),
+    ({"text": SENTENCE, "min_len": 2.5}, 422, "min_len", "integer"),
+    ({"text": SENTENCE, "no_repeat_ngram": -1}, 422, "no_repeat_ngram", "greater than or equal to 0"),
+    ({"text": SENTENCE, "sample": "yes"}, 422, "sample", "boolean"),
+    ({"text": SENTENCE, "top_p": 0.9}, 422, "top_p", 'belongs to sampling; add "sample": true'),
+    ({"text": SENTENCE, "seed": 1}, 422, "seed", "belongs to sampling"),
+    ({"text": SENTENCE, "sample": True, "top_p": 1.5}, 422, "top_p", "less than or equal to 1"),
+    ({"text": SENTENCE, "sample": True, "top_p": 0}, 422, "top_p", "greater than 0"),
+    ({"text": SENTENCE, "sample": True, "top_k": -1}, 422, "top_k", "greater than or equal to 0"),
+    ({"text": SENTENCE, "sample": True, "temperature": 0}, 422, "temperature", "greater than 0"),
+    ({"text": SENTENCE, "sample": True, "temperature": "hot"}, 422, "temperature", "number"),
+    ({"text": SENTENCE, "sample": True, "seed": -1}, 422, "seed", "greater than or equal to 0"),
+    ({"text": SENTENCE, "sample": True, "beam": 3}, 422, "beam", "beam=3 with sample"),
+    ({"text": SENTENCE, "sample": True, "n_best": 11}, 422, "n_best", "allowed: 1 to 10"),
     ({}, 422, "text", "exactly one"),
     ({"text": SENTENCE, "texts": [SENTENCE]}, 422, "text", "exactly one"),
     ([SENTENCE], 422, "body", "JSON object"),
@@ -301,6 +360,29 @@ def test_requests_of_different_settings_are_not_mixed(tiny_model, tiny_transform
     assert all(a["timing"]["batch_requests"] == 2 and a["timing"]["batch_size"] == 2 for a in answers), answers
 
 
+def test_requests_of_different_decoding_options_are_not_mixed(tiny_model):
+    # The model's defaults (min_len 0, no_repeat_ngram 0) named or left out are one setting.
+    app = create_app({"m": tiny_model}, max_batch_size=6, max_wait_ms=60_000)
+    bodies = [{"text": SENTENCE}, {"text": SENTENCE, "min_len": 0, "no_repeat_ngram": 0},
+              {"text": SENTENCE, "min_len": 6}, {"text": SENTENCE, "min_len": 6},
+              {"text": SENTENCE, "no_repeat_ngram": 2}, {"text": SENTENCE, "no_repeat_ngram": 2}]
+    with TestClient(app) as c:
+        answers = _concurrent(c, bodies)
+    assert all(a["timing"]["batch_requests"] == 2 and a["timing"]["batch_size"] == 2 for a in answers), answers
+    assert len(answers[2]["translations"][0]["tgt_tokens"]) >= 6
+
+
+def test_sampling_requests_are_decoded_on_their_own(tiny_model):
+    # Three identical sampling requests collected together are still three decode calls, so a
+    # request's samples never depend on the company it arrived in: all three get the same samples.
+    app = create_app({"m": tiny_model}, max_batch_size=3, max_wait_ms=60_000)
+    body = {"text": SENTENCE, "sample": True, "n_best": 3, "seed": 7, "temperature": 2.0}
+    with TestClient(app) as c:
+        answers = _concurrent(c, [body] * 3)
+    assert all(a["timing"]["batch_requests"] == 1 and a["timing"]["batch_size"] == 1 for a in answers), answers
+    assert answers[0]["translations"] == answers[1]["translations"] == answers[2]["translations"]
+
+
 def _run(coro):
     return asyncio.run(coro)
 
@@ -387,7 +469,8 @@ def test_openapi_lists_the_endpoints_and_request_fields(client):
     assert op["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith("/TranslateRequest")
     request = schema["components"]["schemas"]["TranslateRequest"]
     assert set(request["properties"]) == {"text", "texts", "beam", "n_best", "model", "attention", "attention_heads",
-                                          "alignment", "alignment_method"}
+                                          "alignment", "alignment_method", "min_len", "no_repeat_ngram", "sample",
+                                          "top_k", "top_p", "temperature", "seed"}
     assert request["additionalProperties"] is False
     translation = schema["components"]["schemas"]["Translation"]
     assert {"text", "src_tokens", "tgt_tokens", "attention", "attention_heads", "n_best", "score"} <= set(

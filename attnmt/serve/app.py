@@ -8,6 +8,7 @@ files: ``model`` is looked up among the names given at startup, nothing else.
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import time
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -18,6 +19,7 @@ from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
 from attnmt import __version__
+from attnmt.sampling import Sampling
 from attnmt.serve.batching import DynamicBatcher
 from attnmt.serve.engine import BatchKey, Item, ServedModel, decode_batch, load_models, served_model
 from attnmt.serve.errors import ApiError, BodyLimitMiddleware, install_error_handlers
@@ -41,6 +43,8 @@ ERROR_RESPONSES = {
     422: {"model": ErrorResponse, "description": "a field is missing, of the wrong type or out of range"},
     500: {"model": ErrorResponse, "description": "a server bug"},
 }
+SAMPLING_FIELDS = ("top_k", "top_p", "temperature", "seed")  # meaningful only with "sample": true
+_SAMPLING_JOBS = itertools.count(1)
 
 
 def create_app(models: Mapping[str, Translator | str | Path], *, max_batch_size: int = 32,
@@ -133,19 +137,52 @@ def _resolve(request: TranslateRequest, served: Mapping[str, ServedModel], defau
             field = "text" if request.text is not None else f"texts[{i}]"
             raise ApiError(422, field, f"the text has {len(text)} characters; at most {limits.max_text_chars} "
                                        "are allowed")
-    beam = model.info.default_beam if request.beam is None else request.beam
-    if beam > limits.max_beam:
-        raise ApiError(422, "beam", f"beam={beam} is too large; allowed: 1 to {limits.max_beam}")
-    if request.n_best > beam:
-        raise ApiError(422, "n_best", f"n_best={request.n_best} is larger than the beam ({beam}); "
-                                      f"allowed: 1 to {beam}")
+    beam, sampling = _search(request, model, limits)
+    min_len, no_repeat_ngram = _constraints(request, model)
     if request.attention_heads and model.info.heads is None:
         raise ApiError(422, "attention_heads", f"model {model.name!r} is a {model.info.model_type} model; only "
                                                "models with attention heads (transformer) have per-head attention")
     if request.alignment and not model.info.has_attention:
         raise ApiError(422, "alignment", f"model {model.name!r} is a {model.info.model_type} model, which has no "
                                          "attention to read word links from")
-    return model, texts, BatchKey(model.name, beam, request.n_best)
+    job = next(_SAMPLING_JOBS) if sampling is not None else 0  # a sampling request is decoded on its own
+    return model, texts, BatchKey(model.name, beam, request.n_best, min_len, no_repeat_ngram, sampling, job)
+
+
+def _search(request: TranslateRequest, model: ServedModel, limits: Limits) -> tuple[int, Sampling | None]:
+    """The beam, or the sampling settings of a request with ``sample``."""
+    if not request.sample:
+        for name in SAMPLING_FIELDS:
+            if getattr(request, name) is not None:
+                raise ApiError(422, name, f"{name} belongs to sampling; add \"sample\": true or leave it out")
+        beam = model.info.default_beam if request.beam is None else request.beam
+        if beam > limits.max_beam:
+            raise ApiError(422, "beam", f"beam={beam} is too large; allowed: 1 to {limits.max_beam}")
+        if request.n_best > beam:
+            raise ApiError(422, "n_best", f"n_best={request.n_best} is larger than the beam ({beam}); "
+                                          f"allowed: 1 to {beam}")
+        return beam, None
+    if request.beam not in (None, 1):
+        raise ApiError(422, "beam", f"beam={request.beam} with sample: sampling draws each token and beam search "
+                                    "keeps the best ones; leave beam out (or 1) to sample")
+    if request.n_best > limits.max_beam:
+        raise ApiError(422, "n_best", f"n_best={request.n_best} samples per sentence are too many; allowed: 1 to "
+                                      f"{limits.max_beam}")
+    return 1, Sampling(top_k=request.top_k or 0, top_p=1.0 if request.top_p is None else request.top_p,
+                       temperature=1.0 if request.temperature is None else request.temperature,
+                       seed=request.seed or 0)
+
+
+def _constraints(request: TranslateRequest, model: ServedModel) -> tuple[int, int]:
+    """min_len and no_repeat_ngram: the request's, else the model's decode.* defaults."""
+    decode = model.translator.config.decode
+    min_len = decode.min_len if request.min_len is None else request.min_len
+    no_repeat_ngram = decode.no_repeat_ngram if request.no_repeat_ngram is None else request.no_repeat_ngram
+    cap = decode.max_len_cap
+    if cap is not None and min_len > cap:
+        raise ApiError(422, "min_len", f"min_len={min_len} is above model {model.name!r}'s maximum output length "
+                                       f"({cap}, decode.max_len_cap); allowed: 0 to {cap}")
+    return min_len, no_repeat_ngram
 
 
 def _ms(seconds: float) -> float:

@@ -17,6 +17,7 @@ import torch
 
 from attnmt.errors import UserError
 from attnmt.forced import forced_batches
+from attnmt.sampling import Sampling
 from attnmt.serve.schema import Hypothesis, ModelInfo, Translation
 from attnmt.translator import Translation as TranslatorOutput
 from attnmt.translator import Translator
@@ -38,11 +39,21 @@ class ServedModel:
 
 
 class BatchKey(NamedTuple):
-    """Requests are batched only with requests that decode the same way."""
+    """Requests are batched only with requests that decode the same way.
+
+    Every field holds the value decoding uses (a request's omitted option is the model's default), so a
+    request that names the default is batched with one that leaves it out. A sampling request carries
+    its own number in ``job``: it is decoded on its own, so its samples depend on the request alone
+    (the seed, the texts), never on which other requests arrived with it.
+    """
 
     model: str
     beam: int
     n_best: int
+    min_len: int = 0
+    no_repeat_ngram: int = 0
+    sampling: Sampling | None = None
+    job: int = 0
 
 
 class Item(NamedTuple):
@@ -128,9 +139,11 @@ def example_sources(translator: Translator, n: int = 5) -> list[str]:
 
 
 def decode_batch(models: Mapping[str, ServedModel], key: BatchKey, items: list[Item]) -> list[Translation]:
-    """Translate a batch of sentences that share model, beam and n_best (the batcher's run_batch)."""
+    """Translate a batch of sentences that share the decoding settings of ``key`` (the batcher's run_batch)."""
     translator = models[key.model].translator
-    outputs = translator.translate([item.text for item in items], beam=key.beam, n_best=key.n_best)
+    outputs = translator.translate([item.text for item in items], beam=None if key.sampling else key.beam,
+                                   n_best=key.n_best, min_len=key.min_len, no_repeat_ngram=key.no_repeat_ngram,
+                                   sampling=key.sampling)
     wants_heads = [i for i, item in enumerate(items) if item.heads and outputs[i].src_tokens]
     heads = dict(zip(wants_heads, head_attention(translator, [outputs[i] for i in wants_heads])))
     for method in {item.alignment for item in items if item.alignment}:

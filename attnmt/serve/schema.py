@@ -45,7 +45,9 @@ class TranslateRequest(BaseModel):
 
     model_config = ConfigDict(
         strict=True, extra="forbid",
-        json_schema_extra={"examples": [{"text": "the cat sleeps", "beam": 5, "n_best": 3, "attention": True}]},
+        json_schema_extra={"examples": [{"text": "the cat sleeps", "beam": 5, "n_best": 3, "attention": True},
+                                         {"text": "the cat sleeps", "sample": True, "top_p": 0.9, "n_best": 3,
+                                          "seed": 1}]},
     )
 
     text: Optional[SourceText] = Field(None, description="one sentence")
@@ -60,6 +62,19 @@ class TranslateRequest(BaseModel):
                                                "whitespace-separated words, read off the attention")
     alignment_method: Literal["argmax", "threshold", "shift"] = Field(
         "argmax", description="how attention becomes links, as `attnmt align --method` (docs/alignment.md)")
+    min_len: Optional[int] = Field(None, ge=0, description="no </s> before this many output tokens (0: no "
+                                                           "minimum); default: the model's decode.min_len")
+    no_repeat_ngram: Optional[int] = Field(None, ge=0, description="no n-gram of this many tokens twice in an "
+                                                                   "output (0: off); default: the model's")
+    sample: bool = Field(False, description="draw each token from the model's distribution instead of searching "
+                                            "(beam 1; n_best samples per sentence)")
+    top_k: Optional[int] = Field(None, ge=0, description="with sample: draw among the k most likely tokens "
+                                                         "(0, the default: all)")
+    top_p: Optional[float] = Field(None, gt=0, le=1, description="with sample: draw from the nucleus of this "
+                                                                 "probability mass (default 1: all)")
+    temperature: Optional[float] = Field(None, gt=0, allow_inf_nan=False,
+                                         description="with sample: divides the log probabilities (default 1)")
+    seed: Optional[int] = Field(None, ge=0, description="with sample: fixes the samples (default 0)")
 
 
 class Hypothesis(BaseModel):
