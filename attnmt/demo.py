@@ -4,22 +4,27 @@ Trains a seq2seq model (the whole source squeezed into one fixed vector) and an 
 (attention over every source annotation) of the same hidden size on the synthetic language, then
 measures BLEU per source-length bucket on held-out sentences. The fixed vector's quality falls
 with length; attention's holds.
+
+The demo is a built-in study (`demo_study`): the study runner (attnmt.study) writes the data,
+trains both models side by side and measures them; the demo then draws its figures and writes
+report.md and results.json.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from attnmt.config import Config, DataConfig, DecodeConfig, TrainConfig
-from attnmt.data.synthetic_corpus import make_splits, write_corpus
+from attnmt.config import Config, config_from_dict
 from attnmt.errors import UserError
-from attnmt.evaluate import LengthBucket, bleu_by_length, corpus_scores, format_table
-from attnmt.models import model_config
+from attnmt.evaluate import LengthBucket, format_table
+from attnmt.models.registry import model_class
 from attnmt.runlog import training_summary
-from attnmt.train import train
+from attnmt.study.command import execute_study
+from attnmt.study.spec import Study, study_from_dict
 from attnmt.translator import Translator, load
 
 
@@ -56,22 +61,44 @@ class DemoSettings:
                    bucket_edges=(4, 14, 24, 31))
 
 
+def demo_raw_config(model_type: str, s: DemoSettings) -> dict:
+    """The config of one demo model, as a config file would hold it (without its data files)."""
+    sizes = {"cell": s.cells[model_type], "emb_size": s.emb_size, "hidden_size": s.hidden_size,
+             "attn_size": s.attn_size, "dropout": 0.0, "reverse_source": True}
+    reads = model_class(model_type).config_keys
+    return {
+        "name": f"demo-{model_type}",
+        "data": {"tokenizer": "word", "max_len": 2 * s.max_len + 20},
+        "model": {"type": model_type, **{k: v for k, v in sizes.items() if k in reads}},
+        "train": {"seed": s.seed, "batch_tokens": s.batch_tokens, "lr": s.lr[model_type],
+                  "max_steps": s.steps[model_type], "valid_every": 400, "valid_bleu_sample": 0, "threads": 1,
+                  "early_stopping_patience": 100, "scheduler": "cosine", "warmup_steps": 0, "log_every": 25,
+                  "tensorboard": False},
+        "decode": {"beam": 1, "max_len_a": 1.5, "max_len_b": 10},
+    }
+
+
 def demo_config(model_type: str, data_dir: Path, s: DemoSettings) -> Config:
-    return Config(
-        name=f"demo-{model_type}",
-        data=DataConfig(
-            train_src=str(data_dir / "train.src"), train_tgt=str(data_dir / "train.tgt"),
-            valid_src=str(data_dir / "valid.src"), valid_tgt=str(data_dir / "valid.tgt"),
-            tokenizer="word", max_len=2 * s.max_len + 20,
-        ),
-        model=model_config(model_type, cell=s.cells[model_type], emb_size=s.emb_size, hidden_size=s.hidden_size,
-                           attn_size=s.attn_size, dropout=0.0, reverse_source=True),
-        train=TrainConfig(seed=s.seed, batch_tokens=s.batch_tokens, lr=s.lr[model_type], max_steps=s.steps[model_type],
-                          valid_every=400, valid_bleu_sample=0, threads=1,
-                          early_stopping_patience=100, scheduler="cosine", warmup_steps=0, log_every=25,
-                          tensorboard=False),
-        decode=DecodeConfig(beam=1, max_len_a=1.5, max_len_b=10),
-    )
+    """One demo model's config, reading the corpus that `attnmt.data.synthetic_corpus.write_corpus` wrote."""
+    raw = demo_raw_config(model_type, s)
+    raw["data"].update({f"{split}_{side}": str(data_dir / f"{split}.{side}") for split in ("train", "valid")
+                        for side in ("src", "tgt")})
+    return config_from_dict(raw)
+
+
+def demo_study(s: DemoSettings) -> Study:
+    """The demo as a study: the synthetic language, seq2seq and rnnsearch, one seed, greedy, the last checkpoint."""
+    return study_from_dict({
+        "name": "demo",
+        "data": {"synthetic": {"train": s.n_train, "valid": s.n_valid, "test": s.n_test, "min_len": s.min_len,
+                               "max_len": s.max_len, "seed": s.seed}},
+        "seeds": [s.seed],
+        "jobs": 2,
+        "models": [{"name": m, "overrides": demo_raw_config(m, s)} for m in MODELS],
+        "evaluation": {"beam": 1, "bleu_tokenize": "none", "bucket_edges": list(s.bucket_edges), "bootstrap": 0,
+                       "checkpoint": "last"},
+        "alignment": {"synthetic_test": False},
+    })
 
 
 @dataclass
@@ -85,75 +112,6 @@ class DemoResult:
 
 
 MODELS = ("seq2seq", "rnnsearch")
-
-
-def _die_with_parent() -> None:
-    """Linux: end this worker when the demo process ends, however it ends (no orphans training on)."""
-    try:
-        import ctypes
-        import signal
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
-def _train_one(args: tuple[Config, Path]) -> None:
-    config, model_dir = args
-    _die_with_parent()
-    train(config, model_dir, quiet=True)
-
-
-def _logged_step(model_dir: Path) -> int:
-    """The last training step a model folder's log reports (the children train quietly)."""
-    try:
-        lines = (model_dir / "train_log.jsonl").read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return 0
-    for line in reversed(lines):
-        try:
-            record = json.loads(line)
-        except ValueError:  # a line being written
-            continue
-        if record.get("event") == "train":
-            return int(record["step"])
-    return 0
-
-
-def train_all(configs: dict[str, Config], models_dir: Path, quiet: bool) -> None:
-    """Train the models side by side, one process and one thread each.
-
-    Two single-threaded processes use two cores better than two threads on one small model: the
-    recurrent steps are too small to split, and idle threads spinning in barriers cost more than
-    they give when anything else runs on the machine.
-    """
-    import multiprocessing
-    import os
-    from concurrent.futures import ProcessPoolExecutor
-
-    jobs = [(config, models_dir / name) for name, config in configs.items()]
-    workers = min(len(jobs), len(os.sched_getaffinity(0)))
-    if workers <= 1:
-        for job in jobs:
-            _train_one(job)
-        return
-    progress = None
-    if not quiet:
-        from tqdm import tqdm
-
-        progress = tqdm(total=sum(c.train.max_steps for c in configs.values()), unit="step", desc="training",
-                        leave=False, dynamic_ncols=True)
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = [pool.submit(_train_one, job) for job in jobs]
-        while not all(f.done() for f in futures):
-            time.sleep(0.5)
-            if progress is not None:
-                progress.n = sum(_logged_step(model_dir) for _, model_dir in jobs)
-                progress.refresh()
-        for f in futures:
-            f.result()
-    if progress is not None:
-        progress.close()
 
 
 def prepare_out_dir(out_dir: Path, overwrite: bool) -> None:
@@ -172,19 +130,14 @@ def pick_examples(lengths: list[int], targets: tuple[int, int, int]) -> list[int
     return [min(range(len(lengths)), key=lambda i: (abs(lengths[i] - t), i)) for t in targets]
 
 
-def evaluate_models(out_dir: Path, sources: list[str], references: list[str], src_lengths: list[int],
-                    s: DemoSettings) -> tuple[dict[str, list[LengthBucket]], dict[str, float], dict[str, Translator]]:
-    """Greedy translations of the test set by each model: BLEU by source length and corpus BLEU."""
-    buckets: dict[str, list[LengthBucket]] = {}
-    bleu: dict[str, float] = {}
-    translators: dict[str, Translator] = {}
-    for model_type in MODELS:
-        translator = load(out_dir / "models" / model_type, checkpoint="last")
-        hyps = [t.text for t in translator.translate(sources, beam=1)]
-        buckets[model_type] = bleu_by_length(src_lengths, hyps, references, edges=list(s.bucket_edges),
-                                             tokenize="none")
-        bleu[model_type] = corpus_scores(hyps, references, tokenize="none").bleu
-        translators[model_type] = translator
+def measured(done, out_dir: Path) -> tuple[dict[str, list[LengthBucket]], dict[str, float], dict[str, Translator]]:
+    """Each model's BLEU by source length and corpus BLEU, as the study measured them; its translator."""
+    buckets, bleu, translators = {}, {}, {}
+    for run, outcome in zip(done.runs, done.outcomes):
+        evaluation = outcome["evaluation"]
+        buckets[run.model] = [LengthBucket(**b) for b in evaluation["buckets"]]
+        bleu[run.model] = evaluation["bleu"]
+        translators[run.model] = load(run.model_dir, checkpoint="last")
     return buckets, bleu, translators
 
 
@@ -215,27 +168,16 @@ def run_demo(out_dir: str | Path = "attnmt-demo", quick: bool = False, overwrite
     started = time.perf_counter()
     say = (lambda *a: None) if quiet else print
 
-    splits = make_splits(s.n_train, s.n_valid, s.n_test, s.min_len, s.max_len, seed=s.seed)
-    data_dir = out_dir / "data"
-    for name, pairs in splits.items():
-        write_corpus(pairs, data_dir, name)
-    test = splits["test"]
-    sources = [" ".join(p.src) for p in test]
-    references = [" ".join(p.tgt) for p in test]
-    src_lengths = [len(p.src) for p in test]
-    say(f"synthetic language: {len(splits['train'])} training pairs, source lengths {s.min_len}-{s.max_len}")
-
-    configs = {m: demo_config(m, data_dir, s) for m in MODELS}
+    say(f"synthetic language: {s.n_train} training pairs, source lengths {s.min_len}-{s.max_len}")
     say(f"training {' and '.join(f'{m} ({n} steps)' for m, n in s.steps.items())} side by side ...")
-    phases = {"data": time.perf_counter() - started}
-    train_all(configs, out_dir / "models", quiet)
-    phases["training"] = time.perf_counter() - started - sum(phases.values())
-    for m in MODELS:  # each model's own training time, from its log (they train side by side)
-        phases[f"training_{m}"] = training_summary(out_dir / "models" / m).get("wall_s", 0.0)
-
-    buckets, bleu, translators = evaluate_models(out_dir, sources, references, src_lengths, s)
-    phases["evaluation"] = time.perf_counter() - started - phases["data"] - phases["training"]
-    shown = draw_figures(out_dir, buckets, translators["rnnsearch"], sources, src_lengths, s)
+    done = execute_study(demo_study(s), out_dir.resolve(), jobs=min(2, len(os.sched_getaffinity(0))))
+    test_src = done.data.test_src
+    buckets, bleu, translators = measured(done, out_dir)
+    # the study trains and measures each model in one process: its training time is its log's
+    training = {f"training_{run.model}": training_summary(run.model_dir).get("wall_s", 0.0) for run in done.runs}
+    phases = {"data": done.data_seconds, "training": max(training.values()), **training}
+    phases["evaluation"] = done.execute_seconds - phases["training"]
+    shown = draw_figures(out_dir, buckets, translators["rnnsearch"], test_src, done.data.test_lengths, s)
 
     seconds = time.perf_counter() - started
     phases["figures"] = seconds - phases["data"] - phases["training"] - phases["evaluation"]

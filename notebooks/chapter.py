@@ -104,7 +104,7 @@ Image(filename=str(plot_bleu_by_length(demo.buckets, OUT / "bleu_by_length.png",
 
 # %%
 seq2seq = attnmt.load(OUT / "demo" / "models" / "seq2seq", checkpoint="last")
-rnnsearch = attnmt.load(OUT / "demo" / "models" / "rnnsearch", checkpoint="last")
+rnnsearch = attnmt.load(OUT / "demo" / "models" / "rnnsearch" / "seed1", checkpoint="last")
 test_src = (OUT / "demo" / "data" / "test.src").read_text(encoding="utf-8").splitlines()
 test_tgt = (OUT / "demo" / "data" / "test.tgt").read_text(encoding="utf-8").splitlines()
 

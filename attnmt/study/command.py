@@ -36,6 +36,17 @@ def run_cost_rank(run: Run) -> int:
     return 0 if model_class(run.config.model.type).has_attention else 1
 
 
+def die_with_parent() -> None:
+    """Linux: end a worker when the process that started it ends, however it ends (no orphans training on)."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def _execute(runs: list[Run], data: StudyData, study: Study, out: Path, retrain: bool, jobs: int,
              say) -> list[dict]:
     """Train and evaluate every run, ``jobs`` at a time (separate processes of one thread each)."""
@@ -62,7 +73,8 @@ def _execute(runs: list[Run], data: StudyData, study: Study, out: Path, retrain:
             run.config.train.threads = 1
     # Longest first, so that the last runs to finish are short ones: attention models cost the most.
     order = sorted(range(len(runs)), key=lambda k: run_cost_rank(runs[k]))
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=die_with_parent) as pool:
         futures = {pool.submit(run_job, runs[k], data, study, out, retrain, 1): k for k in order}
         for future in as_completed(futures):
             k = futures[future]
@@ -95,6 +107,33 @@ def _result(study, path, command, seconds: float, execute_seconds: float, jobs: 
     }
 
 
+@dataclass
+class Executed:
+    """A study's runs, trained and measured (what run_study reports, and what the demo shows)."""
+
+    data: StudyData
+    runs: list[Run]
+    outcomes: list[dict]  # per run: {"training", "evaluation", "evaluation_cpu_seconds"}
+    data_seconds: float
+    execute_seconds: float
+
+
+def execute_study(study: Study, out: Path, retrain: bool = False, jobs: int = 1, say=None) -> Executed:
+    """Write the study's data into ``out``, then train (what is missing) and measure every run."""
+    say = say or (lambda *a: None)
+    started = time.perf_counter()
+    out.mkdir(parents=True, exist_ok=True)
+    data = prepare_data(study, out)
+    say(f"study {study.name}: data in {data.directory} ({data.summary['train']['pairs']} training pairs, test "
+        f"{data.summary['test']['min_words']}-{data.summary['test']['max_words']} words); output {out}")
+    bucket_edges_for(study, data.test_lengths)  # fail now, not after training, if the buckets do not fit
+    runs = plan_runs(study, out, data)
+    gold_sets(study, data)  # likewise for unreadable gold files
+    data_seconds = time.perf_counter() - started
+    outcomes = _execute(runs, data, study, out, retrain, jobs, say)
+    return Executed(data, runs, outcomes, data_seconds, time.perf_counter() - started - data_seconds)
+
+
 def run_study(path: str | Path, out: str | Path | None = None, retrain: bool = False, jobs: int | None = None,
               quiet: bool = False, command: str | None = None) -> StudyResult:
     """Run the study of ``path``: train what is missing, evaluate, write report.html and results.json.
@@ -109,19 +148,9 @@ def run_study(path: str | Path, out: str | Path | None = None, retrain: bool = F
         raise UserError(f"--jobs {jobs}: must be at least 1")
     # Absolute, so that the model configs name their data wherever they are read from.
     out = (Path(out) if out is not None else Path("runs") / f"study-{study.name}").resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    data = prepare_data(study, out)
-    say(f"study {study.name}: data in {data.directory} ({data.summary['train']['pairs']} training pairs, test "
-        f"{data.summary['test']['min_words']}-{data.summary['test']['max_words']} words); output {out}")
-    bucket_edges_for(study, data.test_lengths)  # fail now, not after training, if the buckets do not fit
-    runs = plan_runs(study, out, data)
-    gold_sets(study, data)  # likewise for unreadable gold files
-    execute_started = time.perf_counter()
-    outcomes = _execute(runs, data, study, out, retrain, jobs, say)
-    execute_seconds = time.perf_counter() - execute_started
-
-    evals = [o["evaluation"] for o in outcomes]
-    models = aggregate(study, data, evals)
+    done = execute_study(study, out, retrain, jobs, say)
+    data, runs, outcomes = done.data, done.runs, done.outcomes
+    models = aggregate(study, data, [o["evaluation"] for o in outcomes])
     figure_dir = out / "figures"
     figures = {
         "bleu_by_length": plot_bleu_by_length_seeds(models, figure_dir / "bleu_by_length.png",
@@ -131,8 +160,8 @@ def run_study(path: str | Path, out: str | Path | None = None, retrain: bool = F
     }
     heatmaps = draw_heatmaps(study, data, runs, figure_dir)
     seconds = time.perf_counter() - started
-    result = _result(study, path, command, seconds, execute_seconds, jobs, cpu_started, data, models, runs, outcomes,
-                     heatmaps)
+    result = _result(study, path, command, seconds, done.execute_seconds, jobs, cpu_started, data, models, runs,
+                     outcomes, heatmaps)
     result["findings"] = findings(models, result["diagonal"])
     results_path = out / "results.json"
     results_path.write_text(json.dumps(result, indent=1, ensure_ascii=False), encoding="utf-8")

@@ -28,7 +28,7 @@ def _train_log_summary(model_dir: Path) -> dict:
 
 def _eval_key(run: Run, data: StudyData, study: Study) -> str:
     """Changes whenever the evaluation of a run would change: checkpoint, test data, settings."""
-    checkpoint = checkpoint_path(run.model_dir, "best")
+    checkpoint = checkpoint_path(run.model_dir, study.evaluation.checkpoint)
     stat = checkpoint.stat()
     settings = {"evaluation": dataclasses.asdict(study.evaluation), "alignment": dataclasses.asdict(study.alignment),
                 "checkpoint": [str(checkpoint), stat.st_size, stat.st_mtime_ns], "data": data.fingerprint,
@@ -115,7 +115,7 @@ def evaluate_run(run: Run, data: StudyData, study: Study, out: Path) -> dict:
         if cached.get("key") == key:
             return cached
     ev = study.evaluation
-    translator = load(run.model_dir)
+    translator = load(run.model_dir, checkpoint=ev.checkpoint)
     started = time.perf_counter()
     hypotheses = [t.text for t in translator.translate(data.test_src, beam=ev.beam)]
     decode_seconds = time.perf_counter() - started

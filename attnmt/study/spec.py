@@ -140,6 +140,7 @@ class EvaluationSection:
     bootstrap: int = 1000  # resamples for the 95% intervals (0: none)
     confidence: float = 0.95
     position_width: int = 10  # target positions per group in the accuracy-by-position figure
+    checkpoint: str = "best"  # the checkpoint each model is scored with: best (lowest validation loss) or last
 
     def __post_init__(self) -> None:
         check_range("evaluation.beam", self.beam, 1, 100)
