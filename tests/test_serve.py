@@ -169,6 +169,13 @@ def test_sampling_matches_the_translator_and_is_reproducible(client, tiny_model)
     # the defaults: seed 0, no cut, temperature 1, one sample; beam 1 is allowed
     plain = post(client, {"text": SENTENCE, "sample": True, "beam": 1})[1]["translations"][0]
     assert plain["tgt_tokens"] == load(tiny_model).translate([SENTENCE], sampling=Sampling())[0].tgt_tokens
+    # a sample has its attention and word links like a search's translation, on a Transformer too
+    for model in ("rnn", "tf"):
+        status, answer = post(client, {"text": SENTENCE, "model": model, "sample": True, "top_k": 5,
+                                       "attention": True, "alignment": True})
+        tr = answer["translations"][0]
+        assert status == 200 and np.array(tr["attention"]).shape == (len(tr["tgt_tokens"]) + 1, 4)
+        assert tr["alignment"] is not None
 
 
 def test_min_len_above_the_models_output_cap(tiny_model):
