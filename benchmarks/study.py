@@ -4,7 +4,8 @@
 
 Writes benchmarks/results/study_<name>.json: the study's own results.json (every number of the
 report), the wall time of this run, and for each model folder whether this run trained it or
-reused it (a reused model's training time is the one recorded in its own train_log.jsonl). The
+reused it (a reused model's training time is the one recorded in its own train_log.jsonl); under
+full_run, the wall time of the last run that trained every model (kept when a rerun reuses them). The
 figures are copied to docs/img/chapter_<name>_*.png, the files docs/chapter.md shows.
 """
 
@@ -23,6 +24,27 @@ from common import write_result  # noqa: E402
 from attnmt.study import run_study  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def full_run(path: Path, wall: float, numbers: dict, trained: list[str]) -> dict | None:
+    """The wall time of the last run that trained every model: this one, or the one recorded in
+    the previous result file (a rerun that reuses the models keeps it)."""
+    if len(trained) == len(numbers["runs"]):
+        timing = numbers["timing"]
+        return {"wall_s": round(wall, 1), "train_and_evaluate_s": round(timing["train_and_evaluate_seconds"], 1),
+                "jobs": timing["jobs"], "command": numbers["command"]}
+    try:
+        previous = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if previous.get("full_run"):
+        return previous["full_run"]
+    if previous.get("trained_this_run") and not previous.get("reused"):
+        results = previous.get("results", {})
+        return {"wall_s": previous["wall_s"],
+                "train_and_evaluate_s": round(results.get("timing", {}).get("train_and_evaluate_seconds", 0), 1),
+                "jobs": results.get("timing", {}).get("jobs"), "command": results.get("command")}
+    return None
 
 
 def main() -> int:
@@ -46,12 +68,14 @@ def main() -> int:
         for png in sorted((result.out_dir / "figures").glob("*.png")):
             shutil.copy(png, figures / f"chapter_{name}_{png.name}")
     trained = [r["label"] for r in numbers["runs"] if r["action"] == "trained"]
+    out = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / f"study_{name}.json"
     path = write_result(f"study_{name}", {
         "wall_s": round(wall, 1),
         "trained_this_run": trained,
         "reused": [r["label"] for r in numbers["runs"] if r["label"] not in trained],
+        "full_run": full_run(out, wall, numbers, trained),
         "results": json.loads(json.dumps(numbers, default=str)),
-    }, args.out)
+    }, out)
     print(f"wall {wall:.0f} s ({len(trained)} of {len(numbers['runs'])} runs trained now) -> {path}")
     return 0
 

@@ -14,7 +14,7 @@ import yaml
 
 from attnmt.errors import UserError
 from attnmt.study import load_study, run_study, study_from_dict
-from attnmt.study.aggregate import seeds_interval
+from attnmt.study.aggregate import repeats, seeds_interval
 from attnmt.study.data import join_to_lengths, tatoeba_long_splits
 from attnmt.study.report import findings
 from attnmt.study.spec import TatoebaLongData
@@ -123,6 +123,12 @@ def test_seeds_interval_is_a_student_t_interval():
     assert seeds_interval([5.0], 0.95) is None
 
 
+def test_repeats_finds_a_decoder_loop():
+    assert repeats("je suis là . je suis là . je suis là . je suis là .")
+    assert not repeats("je suis là . tu es ici . il est parti . je suis là .")  # twice is not a loop
+    assert not repeats("") and not repeats("a b c")
+
+
 def _model(kind: str, reverse: bool, last: tuple[float, float]) -> dict:
     bucket = {"lo": 1, "hi": 10, "n": 5, "mean": 30.0, "ci_low": 28.0, "ci_high": 32.0, "values": [30.0]}
     longest = {**bucket, "lo": 60, "hi": 70, "mean": sum(last) / 2, "ci_low": last[0], "ci_high": last[1]}
@@ -164,12 +170,13 @@ def test_tiny_tatoeba_study_measures_the_natural_set_and_precision(tmp_path):
     assert natural["n"] == summary["data"]["natural"]["pairs"] > 20
     assert natural["perplexity"]["mean"] > 1 and natural["buckets"]
     assert sum(b["n"] for b in natural["buckets"]) == natural["n"]
+    assert all(0 <= b["repeating"]["mean"] <= 1 for b in m["buckets"])
     low, high = m["perplexity"]["seeds_interval"]
     assert low <= m["perplexity"]["mean"] <= high
     assert all(r["precision"] in ("fp32", "bf16 autocast") for r in summary["runs"])
     assert m["precision"] == sorted({r["precision"] for r in summary["runs"]})
     page = result.report.read_text(encoding="utf-8")
-    assert "Test set natural" in page and "precision" in page
+    assert "Test set natural" in page and "precision" in page and "4-gram" in page
 
 
 # ---------------------------------------------------------------- the shipped study on the real data

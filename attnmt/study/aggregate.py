@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 
 import numpy as np
 
@@ -119,8 +120,18 @@ def _bucket_rows(study: Study, edges: list[int], lengths: list[int], references:
         rows.append({"lo": lo, "hi": hi, "n": len(members), **_spread([b["bleu"] for b in per_seed]),
                      "ci_low": interval[0] if interval else None,
                      "ci_high": interval[1] if interval else None,
-                     "seed_intervals": [[b["ci_low"], b["ci_high"]] for b in per_seed]})
+                     "seed_intervals": [[b["ci_low"], b["ci_high"]] for b in per_seed],
+                     "repeating": _spread([float(np.mean([repeats(r["hypotheses"][i]) for i in members]))
+                                           for r in runs])})
     return rows
+
+
+def repeats(text: str, n: int = 4, times: int = 3) -> bool:
+    """Whether some word ``n``-gram occurs at least ``times`` times in ``text``: the loop a decoder
+    falls into when it has lost its place in the source."""
+    words = text.split()
+    counts = Counter(tuple(words[i: i + n]) for i in range(len(words) - n + 1))
+    return bool(counts) and max(counts.values()) >= times
 
 
 def _aggregate_extra(study: Study, sources: list[str], references: list[str], runs: list[dict]) -> dict:

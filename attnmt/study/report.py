@@ -127,7 +127,17 @@ def _bleu_section(study: Study, result: dict, figures: dict[str, Path]) -> list[
         f"Decoding: beam {ev.beam}; sacreBLEU tokenize={html.escape(ev.bleu_tokenize)}.</p>",
         f"<img src='{_png(figures['bleu_by_length'])}' alt='BLEU by source length'>",
         _table(["source words", "n", *models], _bucket_rows(models)),
+        "<p>Share of the outputs that repeat some 4-gram at least three times (the loop of a decoder that has "
+        "lost its place in the source), mean over seeds:</p>",
+        _table(["source words", "n", *models], _repeat_rows(models)),
     ]
+
+
+def _repeat_rows(models: dict[str, dict]) -> list[list[str]]:
+    edges = sorted({(r["lo"], r["hi"], r["n"]) for m in models.values() for r in m["buckets"]})
+    return [[f"{lo}-{hi - 1}", str(n), *(next((f"{100 * r['repeating']['mean']:.0f}%" for r in m["buckets"]
+                                               if r["lo"] == lo and "repeating" in r), "–") for m in models.values())]
+            for lo, hi, n in edges]
 
 
 def _extra_tests(models: dict[str, dict]) -> list[str]:
