@@ -1,6 +1,6 @@
 """Run `attnmt study CONFIG` and record its numbers, wall time and figures for the docs.
 
-    python benchmarks/study.py studies/synthetic.yaml [--retrain] [--jobs N] [--figures DIR]
+    python -m benchmarks.study studies/synthetic.yaml [--retrain] [--jobs N] [--figures DIR]
 
 Writes benchmarks/results/study_<name>.json: the study's own results.json (every number of the
 report), the wall time of this run, and for each model folder whether this run trained it or
@@ -14,14 +14,11 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import write_result  # noqa: E402
-
-from attnmt.study import run_study  # noqa: E402
+from attnmt.study import run_study
+from benchmarks.common import write_result
 
 ROOT = Path(__file__).resolve().parents[1]
 
