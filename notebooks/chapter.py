@@ -103,7 +103,7 @@ Image(filename=str(plot_bleu_by_length(demo.buckets, OUT / "bleu_by_length.png",
 # decoder receives from the source, and its size does not grow with the sentence.
 
 # %%
-seq2seq = attnmt.load(OUT / "demo" / "models" / "seq2seq", checkpoint="last")
+seq2seq = attnmt.load(OUT / "demo" / "models" / "seq2seq" / "seed1", checkpoint="last")
 rnnsearch = attnmt.load(OUT / "demo" / "models" / "rnnsearch" / "seed1", checkpoint="last")
 test_src = (OUT / "demo" / "data" / "test.src").read_text(encoding="utf-8").splitlines()
 test_tgt = (OUT / "demo" / "data" / "test.tgt").read_text(encoding="utf-8").splitlines()
