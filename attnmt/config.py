@@ -190,9 +190,6 @@ class ModelConfig:
         check_range("model.dropout", self.dropout, 0.0, 0.99)
         if self.enc_hidden_size is not None:
             check_range("model.enc_hidden_size", self.enc_hidden_size, 1, None)
-            if self.type == "seq2seq" and self.enc_hidden_size != self.hidden_size:
-                raise UserError("config: model.enc_hidden_size applies to rnnsearch; seq2seq hands the encoder's "
-                                "final state to a decoder of the same size: remove it or set it to hidden_size")
         if self.d_model % self.n_heads:
             raise UserError(
                 f"config: model.d_model={self.d_model} is not divisible by model.n_heads={self.n_heads}; "
@@ -408,10 +405,13 @@ def _check_guidance(config: Config) -> None:
     guided = config.train.guided_alignment
     if guided.links is None:
         return
-    if config.model.type == "seq2seq":
-        raise UserError("config: train.guided_alignment supervises attention, and a seq2seq model has none; use "
-                        "model.type rnnsearch or transformer, or remove train.guided_alignment.links")
-    if config.model.type != "transformer" and (guided.layer is not None or guided.head is not None):
+    from attnmt.models.registry import model_class
+
+    model = model_class(config.model.type)
+    if not model.has_attention:
+        raise UserError(f"config: train.guided_alignment supervises attention, and a {config.model.type} model has "
+                        "none; use model.type rnnsearch or transformer, or remove train.guided_alignment.links")
+    if not model.has_heads and (guided.layer is not None or guided.head is not None):
         raise UserError(f"config: train.guided_alignment.layer / head choose a Transformer cross-attention head; an "
                         f"{config.model.type} model has one attention: remove them")
     if guided.layer is not None and not -config.model.dec_layers <= guided.layer < config.model.dec_layers:

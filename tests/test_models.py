@@ -92,8 +92,8 @@ def test_enc_hidden_size_sets_the_annotation_width_of_rnnsearch_only():
     model = make(type="rnnsearch", enc_hidden_size=8)
     enc = model.encode(SRC, SRC_LEN)
     assert enc["h"].shape == (2, 5, 16)  # [->h_j; <-h_j], 8 each
-    with pytest.raises(UserError, match="enc_hidden_size applies to rnnsearch"):
-        make(type="seq2seq", enc_hidden_size=8)
+    with pytest.raises(UserError, match="enc_hidden_size applies to rnnsearch, not seq2seq"):
+        ModelConfig(type="seq2seq", emb_size=8, hidden_size=16, enc_hidden_size=8)
 
 
 @pytest.mark.parametrize("model_type", ["seq2seq", "rnnsearch", "transformer"])

@@ -70,7 +70,7 @@ class Seq2Seq(EncoderDecoder):
     """Sutskever, Vinyals & Le (2014): the source is read into one fixed vector, the encoder's
     final state, from which the decoder must produce the whole translation."""
 
-    config_keys = RNN_KEYS | {"reverse_source", "enc_hidden_size"}
+    config_keys = RNN_KEYS | {"reverse_source"}  # its decoder is as wide as the encoder: no enc_hidden_size
     has_attention = False  # capabilities that align, study and serve ask of a model
     has_heads = False
 
