@@ -11,6 +11,7 @@ through NaN gradients.
 
 from __future__ import annotations
 
+import abc
 import math
 
 import torch
@@ -74,7 +75,7 @@ def _context(alpha: Tensor, values: Tensor) -> Tensor:
     return torch.bmm(alpha.unsqueeze(1), values).squeeze(1)
 
 
-class Attention(nn.Module):
+class Attention(nn.Module, metaclass=abc.ABCMeta):
     """Attention over the annotations h_j with a pluggable score (Bahdanau et al. 2014, eq. 5-6):
 
         e_ij = score(s, h_j),   alpha_ij = softmax_j(e_ij),   c_i = sum_j alpha_ij h_j
@@ -94,9 +95,9 @@ class Attention(nn.Module):
         """The query-independent part of the score for all j: [B,S,Dk] -> [B,S,*]."""
         return keys
 
+    @abc.abstractmethod
     def score(self, query: Tensor, projected_keys: Tensor) -> Tensor:
-        """e [B,S] for query [B,Dq] and the output of :meth:`project_keys`."""
-        raise NotImplementedError(f"{type(self).__name__} must define score(query, projected_keys)")
+        """e [B,S] for query [B,Dq] and the output of :meth:`project_keys` (every score defines it)."""
 
     def forward(
         self,
