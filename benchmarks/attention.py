@@ -53,6 +53,7 @@ from attnmt.models.attention import (  # noqa: E402
     MultiHeadAttention,
     scaled_dot_product_attention,
 )
+from benchmarks.common import command_line  # noqa: E402
 
 BATCH, D_MODEL, ATTN_SIZE, N_HEADS = 16, 128, 128, 8
 LENGTHS, QUICK_LENGTHS = (10, 30, 100, 300, 1000), (10, 100)
@@ -214,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     print_table(results, "peak_bytes", 2**-20, "MiB")
 
     report = {
-        "command": shlex.join([sys.executable, *(sys.argv if argv is None else [__file__, *argv])]),
+        "command": command_line() if argv is None else shlex.join(["python", "-m", "benchmarks.attention", *argv]),
         "machine": machine_info(),
         "config": {
             "batch": BATCH,

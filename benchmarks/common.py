@@ -47,6 +47,18 @@ def machine_info() -> dict:
     }
 
 
+def run_child(module: str, args: list[str], what: str) -> dict:
+    """Run ``python -m benchmarks.MODULE ARGS`` from the repository root in its own process (its own peak
+    memory) and return the JSON of its last output line."""
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-m", f"benchmarks.{module}", *args], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[1])
+    if proc.returncode:
+        raise SystemExit(f"{what} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def command_line() -> str:
     """How this benchmark was started: ``python -m benchmarks.NAME ARGS`` (or the script's path)."""
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)

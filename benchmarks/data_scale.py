@@ -24,12 +24,11 @@ import argparse
 import json
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from benchmarks.common import write_result
+from benchmarks.common import run_child, write_result
 from benchmarks.prepare import config as prepare_config
 from benchmarks.prepare import make_corpus, peak_mb
 
@@ -82,13 +81,9 @@ def child(what: str, folder: Path, workers: int, sample: int, steps: int) -> dic
 
 
 def run(what: str, folder: Path, args) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.data_scale", "--child", what, "--folder", str(folder),
-                           "--workers", str(args.workers), "--tokenizer-sample", str(args.tokenizer_sample),
-                           "--steps", str(args.steps)], capture_output=True, text=True,
-                          cwd=Path(__file__).resolve().parents[1])
-    if proc.returncode:
-        raise SystemExit(f"{what} failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_child("data_scale", ["--child", what, "--folder", str(folder), "--workers", str(args.workers),
+                                    "--tokenizer-sample", str(args.tokenizer_sample), "--steps", str(args.steps)],
+                     what)
 
 
 def one_size(pairs: int, args, in_memory: bool) -> dict:

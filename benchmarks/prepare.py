@@ -23,12 +23,10 @@ import json
 import random
 import resource
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-from benchmarks.common import write_result
+from benchmarks.common import run_child, write_result
 
 TATOEBA = Path(__file__).resolve().parents[2] / "shared" / "data" / "tatoeba" / "deu-eng.tsv.gz"
 
@@ -115,11 +113,8 @@ def spm_rate(folder: Path, workers: int) -> dict:
 
 
 def run(what: str, folder: Path, workers: int, sample: int) -> dict:
-    proc = subprocess.run([sys.executable, __file__, "--child", what, "--folder", str(folder), "--workers",
-                           str(workers), "--tokenizer-sample", str(sample)], capture_output=True, text=True)
-    if proc.returncode:
-        raise SystemExit(f"{what} failed:\n{proc.stderr[-2000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_child("prepare", ["--child", what, "--folder", str(folder), "--workers", str(workers),
+                                 "--tokenizer-sample", str(sample)], what)
 
 
 def main() -> None:
