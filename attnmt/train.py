@@ -32,7 +32,7 @@ from attnmt.errors import UserError
 from attnmt.loss import step_loss, validation_loss
 from attnmt.models import build_model
 from attnmt.optim import EMA, make_optimizer
-from attnmt.runlog import RunLog, graceful_stop, training_summary  # noqa: F401  (training_summary: study)
+from attnmt.runlog import RunLog, graceful_stop
 from attnmt.schedulers import make_scheduler, steps_per_update
 
 

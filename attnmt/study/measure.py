@@ -18,7 +18,7 @@ from attnmt.study.spec import Study, resolve_path
 
 def _train_log_summary(model_dir: Path) -> dict:
     """Steps, time and stop reason of a model folder's last training run."""
-    from attnmt.train import training_summary
+    from attnmt.runlog import training_summary
 
     summary = training_summary(model_dir)
     return {"parameters": summary.get("parameters"), "steps": summary.get("steps"),
