@@ -207,6 +207,9 @@ class GuidedAlignmentConfig:
     # index, or null for the heads' average). RNN models have one attention and leave both null.
     layer: Optional[int] = None
     head: Optional[int] = None
+    # Which attention row carries y_t's links: "predict" (the row that predicts y_t) or "shift" (the first
+    # row whose query has read y_t); `attnmt align --method` reads a guided model the same way by default.
+    row: Literal["predict", "shift"] = "predict"
 
     def __post_init__(self) -> None:
         check_range("train.guided_alignment.weight", self.weight, 0.0, None)

@@ -10,10 +10,19 @@ translation loss is the cross-entropy of the supervised attention ``alpha_t`` ag
     L_align = - sum_t sum_j G_tj log alpha_tj         (Garg et al. 2019, eq. 6, summed over tokens)
 
 weighted by ``train.guided_alignment.weight`` (``lambda``) and divided by the batch's target
-tokens like the translation loss. The supervised attention is the one the model predicts ``y_t``
-with: the RNN attention's row ``t`` (computed before ``y_t`` is emitted), or one cross-attention
-head of one Transformer layer (``layer``, ``head``). Links file: 0-based Pharaoh ``i-j`` per line,
-line-aligned with the training corpus (``benchmarks/alignment.py prepare`` makes one with eflomal).
+tokens like the translation loss. The supervised attention is the RNN attention, or one
+cross-attention head of one Transformer layer (``layer``, ``head``). ``row`` chooses which of its
+rows carries ``G_t``, the same choice as ``attnmt align --method`` makes when reading it:
+
+* ``predict``: row ``t``, the attention the model predicts ``y_t`` with. Its query has not read
+  ``y_t`` (in Bahdanau's order not even ``y_{t-1}``), so it must guess which word comes next.
+* ``shift``: row ``t + 1 + query_lag``, the first row whose query has read ``y_t`` (Chen et al.
+  2020's Shift-Att, here as the supervised row; Garg et al. 2019 give the aligner the target word
+  by attending over the full target for the same reason). A row past the pair's last step (the
+  last piece in Bahdanau's order, ``query_lag = 1``) carries no guidance.
+
+Links file: 0-based Pharaoh ``i-j`` per line, line-aligned with the training corpus
+(``benchmarks/alignment.py prepare`` makes one with eflomal).
 """
 
 from __future__ import annotations
@@ -71,14 +80,23 @@ def load_guidance(links_path: str, corpus_pairs: Sequence[tuple[str, str]], trai
 
 
 def guidance_matrix(guidance: Sequence[PieceLinks | None], src_len: int, tgt_len: int,
-                    device: torch.device) -> Tensor:
-    """G [B, tgt_len, src_len] for a batch: row t is y_t's target distribution over source pieces."""
+                    device: torch.device, offset: int = 0) -> Tensor:
+    """G [B, tgt_len, src_len] for a batch: row ``t + offset`` is y_t's target distribution over
+    source pieces. A pair of n pieces has the rows 0..n (inputs <s> y_0 .. y_{n-1}); a piece whose
+    row falls past them gets none, so that no padded step is supervised."""
     G = torch.zeros(len(guidance), tgt_len, src_len)
     for b, pair in enumerate(guidance):
+        last_row = min(len(pair or []), tgt_len - 1)
         for t, sources in enumerate(pair or []):
-            if sources:
-                G[b, t, sources] = 1.0 / len(sources)
+            if sources and t + offset <= last_row:
+                G[b, t + offset, sources] = 1.0 / len(sources)
     return G.to(device)
+
+
+def guided_row_offset(row: str, query_lag: int) -> int:
+    """How many rows after y_t's predicting row its guidance lies: 0 (``predict``), or the first row
+    whose query has read y_t (``shift``: y_t is the input of row t + 1, read ``query_lag`` rows later)."""
+    return 0 if row == "predict" else 1 + query_lag
 
 
 def alignment_loss(alpha: Tensor, G: Tensor) -> Tensor:

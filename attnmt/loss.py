@@ -16,7 +16,7 @@ from attnmt.data.dataset import ParallelData
 from attnmt.data.loading import batch_of, make_batches
 from attnmt.data.vocab import PAD_ID
 from attnmt.forced import eval_mode, force
-from attnmt.guidance import alignment_loss, guidance_matrix
+from attnmt.guidance import alignment_loss, guidance_matrix, guided_row_offset
 
 
 def step_loss(trained: nn.Module, batch: Batch, data: ParallelData, config: Config) -> tuple[Tensor, Tensor | None]:
@@ -27,9 +27,10 @@ def step_loss(trained: nn.Module, batch: Batch, data: ParallelData, config: Conf
         logits, _ = trained(batch.src, batch.src_len, batch.tgt_in)
         return nll_loss(logits, batch.tgt_out, t.label_smoothing), None
     chosen = {"layer": -1 if guided.layer is None else guided.layer, "head": guided.head}
-    has_heads = getattr(trained, "module", trained).has_heads  # under DDP, the wrapped model's capability
-    logits, alpha = trained(batch.src, batch.src_len, batch.tgt_in, **(chosen if has_heads else {}))
-    G = guidance_matrix([data.guidance[i] for i in batch.index.tolist()], alpha.size(2), alpha.size(1), alpha.device)
+    model = getattr(trained, "module", trained)  # under DDP, the wrapped model's capabilities
+    logits, alpha = trained(batch.src, batch.src_len, batch.tgt_in, **(chosen if model.has_heads else {}))
+    G = guidance_matrix([data.guidance[i] for i in batch.index.tolist()], alpha.size(2), alpha.size(1), alpha.device,
+                        offset=guided_row_offset(guided.row, model.query_lag))
     return nll_loss(logits, batch.tgt_out, t.label_smoothing), alignment_loss(alpha, G)
 
 

@@ -138,12 +138,13 @@ class Translator:
                     results[i] = translation
         return results  # type: ignore[return-value]
 
-    def align(self, translations: list[Translation], method: str = "argmax", threshold: float = 0.5,
+    def align(self, translations: list[Translation], method: str | None = None, threshold: float = 0.5,
               layer: int | None = None, head: int | None = None, reverse: "Translator | None" = None,
               symmetrization: str | None = None) -> list[Translation]:
         """Fill each translation's ``alignment``: word links between the source's whitespace words and
         the output's, read off the attention of a teacher-forced pass over the output
-        (:func:`attnmt.align.align_pairs`; the same methods and symmetrization as ``attnmt align``)."""
+        (:func:`attnmt.align.align_pairs`; the same methods and symmetrization as ``attnmt align``;
+        ``method`` None: the model's own, ``shift`` for a model guided on that row, else ``argmax``)."""
         from attnmt.align import align_pairs
 
         todo = [t for t in translations if t.source.split() and t.text.split()]

@@ -129,3 +129,63 @@ def test_alignment_test_text_is_added_to_training_without_links(tiny_corpus, tmp
     assert encoded["total"] == n_train + 3 * n_test
     # the added pairs carry no guidance: the links file belongs to the training corpus
     assert (guided["guided"], guided["unguided"]) == (n_train, 3 * n_test)
+
+
+def test_guidance_rows_move_by_the_offset_and_never_reach_padding():
+    cpu = torch.device("cpu")
+    G = guidance_matrix([[[0, 1], [2], [3]]], src_len=4, tgt_len=4, device=cpu, offset=2)
+    # pieces 0 and 1 on rows 2 and 3; piece 2 would need row 4, past the pair's rows 0..3
+    assert G[0].tolist() == [[0, 0, 0, 0], [0, 0, 0, 0], [0.5, 0.5, 0, 0], [0, 0, 1, 0]]
+    # the shorter pair (one piece: rows 0..1) gets its row 1, never a padded row 2 or 3
+    G = guidance_matrix([[[0]], [[1], [2], [3]]], src_len=4, tgt_len=4, device=cpu, offset=1)
+    assert G[0].tolist() == [[0, 0, 0, 0], [1, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]]
+    assert G[1, 1:].argmax(-1).tolist() == [1, 2, 3]
+
+
+ATTENDING = [("rnnsearch", "bahdanau"), ("rnnsearch", "luong"), ("transformer", None)]
+
+
+@pytest.mark.parametrize("model_type,decoder", ATTENDING)
+def test_the_shift_row_is_the_first_whose_query_has_read_the_word(model_type, decoder):
+    """Under row: shift, y_t's alignment loss must depend on y_t (its row has read it) and not on y_{t+1}
+    (not a row later): fails if the offset of any decoder is off by one either way."""
+    from attnmt.config import Config, TrainConfig
+    from attnmt.data.batching import Batch
+    from attnmt.data.dataset import ParallelData
+    from attnmt.loss import step_loss
+
+    torch.manual_seed(0)
+    sizes = ({"emb_size": 8, "hidden_size": 16, "decoder": decoder} if decoder else
+             {"d_model": 16, "n_heads": 2, "ff_size": 32, "enc_layers": 1, "dec_layers": 1})
+    cfg = ModelConfig(type=model_type, dropout=0.0, **sizes)
+    model = build_model(cfg, 20, 30).eval()
+    config = Config(model=cfg, train=TrainConfig())
+    config.train.guided_alignment.weight, t = 1.0, 1  # guide y_1 (tgt_in position 2) only
+
+    def align_loss(row: str, tgt_in: torch.Tensor) -> float:
+        config.train.guided_alignment.row = row
+        data = ParallelData([], [], [[5, 6, 7, 8]], [[9, 10, 11, 12]], guidance=[[[], [2], [], []]])
+        batch = Batch(SRC, SRC_LEN, tgt_in, torch.tensor([[9, 10, 11, 12, 3]]), torch.tensor([5]), torch.tensor([0]))
+        return step_loss(model, batch, data, config)[1].item()
+
+    base = torch.tensor([[2, 9, 10, 11, 12]])
+    changed_t, changed_next = base.clone(), base.clone()
+    changed_t[0, t + 1], changed_next[0, t + 2] = 15, 15
+    shift = align_loss("shift", base)
+    assert shift != align_loss("shift", changed_t)  # its row has read y_t ...
+    assert shift == align_loss("shift", changed_next)  # ... and it is the first such row
+    assert align_loss("predict", base) == align_loss("predict", changed_t)  # the predicting row has not
+
+
+def test_a_model_guided_on_the_shift_row_is_read_with_shift_by_default(tiny_corpus, tmp_path):
+    from attnmt.align import align_files, model_method
+    from attnmt.train import train
+    from attnmt.translator import load
+
+    config = tiny_config(tiny_corpus, max_steps=2, valid_every=2, valid_bleu_sample=0)
+    config.train.guided_alignment.links = str(_links_file(tiny_corpus, tmp_path))
+    config.train.guided_alignment.row = "shift"
+    model_dir = train(config, tmp_path / "m", quiet=True).model_dir
+    assert model_method(load(model_dir).config) == "shift"
+    assert align_files(model_dir, tiny_corpus / "test.src", tiny_corpus / "test.tgt").output == "attention shift"
+    assert model_method(tiny_config(tiny_corpus)) == "argmax"

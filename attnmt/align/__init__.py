@@ -9,7 +9,7 @@
 * :mod:`attnmt.align.command`: what ``attnmt align`` does.
 """
 
-from attnmt.align.command import AlignResult, align_files, align_pairs, attention_rows
+from attnmt.align.command import AlignResult, align_files, align_pairs, attention_rows, model_method
 from attnmt.align.eflomal import eflomal_align
 from attnmt.align.extract import (
                                   METHODS,
@@ -38,7 +38,7 @@ from attnmt.align.scores import AlignmentScores, format_scores, score_alignments
 
 __all__ = ["METHODS", "SYMMETRIZATIONS", "AlignResult", "AlignmentScores", "GoldAlignment", "Link", "WordAttention",
            "align_files", "align_pairs", "attention_rows", "argmax_links", "attention_matrices", "diagonal_links",
-           "eflomal_align",
-           "extract_alignments", "format_links", "format_scores", "grow_diag_final_and", "links_from_attention",
+           "eflomal_align", "extract_alignments", "format_links", "format_scores", "grow_diag_final_and",
+           "links_from_attention", "model_method",
            "parse_gold", "parse_links", "read_gold", "read_links", "score_alignments", "symmetrize",
            "threshold_links", "word_attention"]

@@ -27,12 +27,21 @@ class AlignResult:
 BASELINES = ("diagonal", "eflomal")
 
 
-def align_pairs(translator, sources: Sequence[str], targets: Sequence[str], method: str = "argmax",
+def model_method(config) -> str:
+    """The extraction method a model is read with by default: ``shift`` for a model whose guided
+    alignment supervised the row that has read each word (train.guided_alignment.row), else ``argmax``."""
+    guided = config.train.guided_alignment
+    return "shift" if guided.links is not None and guided.row == "shift" else "argmax"
+
+
+def align_pairs(translator, sources: Sequence[str], targets: Sequence[str], method: str | None = None,
                 threshold: float = 0.5, layer: int | None = None, head: int | None = None, reverse=None,
                 symmetrization: str | None = None) -> list[set[Link]]:
     """Word links of (source, target) pairs from ``translator``'s attention, optionally symmetrized
     with those of ``reverse`` (a translator of the other direction, whose links are turned back into
-    (source, target) order). Used by ``attnmt align``, ``attnmt translate --alignments`` and the server."""
+    (source, target) order). Used by ``attnmt align``, ``attnmt translate --alignments`` and the server.
+    ``method`` None: the model's own (:func:`model_method`)."""
+    method = method or model_method(translator.config)
     if symmetrization is not None and symmetrization not in SYMMETRIZATIONS:
         raise UserError(f"symmetrization {symmetrization!r} is unknown; allowed: {' | '.join(SYMMETRIZATIONS)}")
     if symmetrization is not None and reverse is None:
@@ -82,13 +91,13 @@ def eflomal_rows(sources: Sequence[str], targets: Sequence[str],
 
 def align_files(model_dir: str | Path | None, src_path: str | Path, tgt_path: str | Path,
                 gold_path: str | Path | None = None, threshold: float = 0.5, baselines: Sequence[str] = (),
-                checkpoint: str = "best", method: str = "argmax", reverse_model: str | Path | None = None,
+                checkpoint: str = "best", method: str | None = None, reverse_model: str | Path | None = None,
                 symmetrization: str | None = None, layer: int | None = None, head: int | None = None,
                 eflomal_corpus: str | Path | None = None) -> AlignResult:
     """Align line-aligned, tokenized ``src_path``/``tgt_path`` with a model's attention (``method``:
-    argmax, threshold or shift; see attnmt.align.extract), a ``reverse_model`` trained in the other
-    direction and the two ``symmetrization``, and ``baselines`` (diagonal, eflomal); score every row
-    against ``gold_path`` (1-based, NAACL format) if given.
+    argmax, threshold or shift, see attnmt.align.extract; None: the model's own), a ``reverse_model``
+    trained in the other direction and the two ``symmetrization``, and ``baselines`` (diagonal,
+    eflomal); score every row against ``gold_path`` (1-based, NAACL format) if given.
 
     eflomal learns from the pairs plus ``eflomal_corpus`` (a TSV, source TAB target), by default the
     training corpus of ``model_dir``'s config when it names one.
@@ -119,10 +128,11 @@ def align_files(model_dir: str | Path | None, src_path: str | Path, tgt_path: st
         from attnmt.translator import load
 
         reverse = load(reverse_model, checkpoint=checkpoint) if reverse_model is not None else None
+        translator = load(model_dir, checkpoint=checkpoint)
+        method = method or model_method(translator.config)
         # With gold every method (and symmetrization) is scored; the output is the one asked for.
         methods = METHODS if gold_path is not None else (method,)
-        links.update(attention_rows(load(model_dir, checkpoint=checkpoint), sources, targets, methods, threshold,
-                                    layer, head, reverse))
+        links.update(attention_rows(translator, sources, targets, methods, threshold, layer, head, reverse))
         done("attention")
         output = f"attention {method}" + (f" {symmetrization}" if symmetrization else "")
     if not links:
@@ -131,11 +141,11 @@ def align_files(model_dir: str | Path | None, src_path: str | Path, tgt_path: st
     return AlignResult(links, scores, output, seconds)
 
 
-def _check_align_options(model_dir, threshold: float, method: str, reverse_model, symmetrization: str | None,
+def _check_align_options(model_dir, threshold: float, method: str | None, reverse_model, symmetrization: str | None,
                          baselines: Sequence[str]) -> None:
     if not 0.0 < threshold <= 1.0:
         raise UserError(f"--threshold {threshold} is out of range; allowed: > 0 and <= 1")
-    if method not in METHODS:
+    if method is not None and method not in METHODS:
         raise UserError(f"--method {method!r} is unknown; allowed: {' | '.join(METHODS)}")
     if symmetrization is not None and reverse_model is None:
         raise UserError("align: --symmetrize combines two directions; pass --reverse-model DIR too")

@@ -105,9 +105,10 @@ def workers(args, translator) -> int:
 
 def add_alignment_args(p, method_flag: str) -> None:
     """The options that say how attention becomes word links (align, translate --alignments)."""
-    p.add_argument(method_flag, dest="align_method", choices=list(ALIGN_METHODS), default="argmax",
+    p.add_argument(method_flag, dest="align_method", choices=list(ALIGN_METHODS), default=None,
                    help="how attention becomes links: argmax of the row that predicts each word, threshold, or "
-                        "shift (the row whose query has read it; see docs/alignment.md). Default argmax")
+                        "shift (the row whose query has read it; see docs/alignment.md). Default: shift for a "
+                        "model trained with train.guided_alignment.row: shift, else argmax")
     p.add_argument("--threshold", type=float, default=0.5, help="weight for the threshold method (default 0.5)")
     p.add_argument("--layer", type=int, help="Transformer: the decoder layer whose cross-attention aligns "
                                              "(default: the last)")

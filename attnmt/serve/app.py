@@ -19,6 +19,7 @@ from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
 from attnmt import __version__
+from attnmt.align import model_method
 from attnmt.sampling import Sampling
 from attnmt.serve.batching import DynamicBatcher
 from attnmt.serve.engine import BatchKey, Item, ServedModel, decode_batch, load_models, served_model
@@ -108,8 +109,9 @@ def _add_routes(app: FastAPI, served: dict[str, ServedModel], default_model: str
         """Translate one sentence (`text`) or several (`texts`), batched with concurrent requests."""
         t0 = time.perf_counter()
         model, texts, key = _resolve(request, served, default_model, limits)
-        items = [Item(text, request.attention, request.attention_heads,
-                      request.alignment_method if request.alignment else None) for text in texts]
+        method = request.alignment_method or model_method(model.translator.config)
+        items = [Item(text, request.attention, request.attention_heads, method if request.alignment else None)
+                 for text in texts]
         translations, info = await batcher.submit(key, items)
         timing = Timing(queue_ms=_ms(info.queue_s), decode_ms=_ms(info.run_s),
                         total_ms=_ms(time.perf_counter() - t0), batch_size=info.batch_items,
