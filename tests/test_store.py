@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import tracemalloc
+from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
 from attnmt.checkpoint import load_checkpoint
 from attnmt.data.dataset import encode_pairs, load_processors, read_split
 from attnmt.data.loading import make_batches
+from attnmt.data.order import EpochOrder, Mix
 from attnmt.data.prepare import prepare
 from attnmt.data.store import EpochBatches, StoreData
 from attnmt.errors import UserError
@@ -70,6 +74,88 @@ def test_windows_cover_the_epoch_once_within_the_token_budget(tiny_corpus, tmp_p
     again = EpochBatches(store, 60, None, shuffle=True, seed=1, epoch=0, window=50)
     assert [again[k] for k in reversed(range(len(again)))] == list(batches)[::-1]  # random access, same batches
     assert list(EpochBatches(store, 60, None, True, 1, 1, 50)) != list(batches)  # a new order each epoch
+
+
+def epoch_of(order):
+    return np.concatenate([order.positions(w) for w in range(order.n_windows)])
+
+
+def test_an_epoch_drawn_window_by_window_visits_every_pair_once_in_a_new_order_each_epoch():
+    corpus = [Mix("a", 0, 10_007, 1.0)]
+    order = EpochOrder(corpus, seed=1, epoch=0, window=1000, shuffle=True)
+    assert order.n_windows > 9
+    drawn = epoch_of(order)
+    assert sorted(drawn.tolist()) == list(range(10_007))
+    for w in range(order.n_windows):
+        window = order.positions(w)
+        assert len(window) <= 1000
+        if w < order.n_windows - 1:  # drawn from all over the corpus, not from one or two stretches of it
+            assert len(set((window // 1000).tolist())) >= 5
+    assert np.array_equal(epoch_of(EpochOrder(corpus, 1, 0, 1000, True)), drawn)  # what a resumed run draws
+    assert not np.array_equal(epoch_of(EpochOrder(corpus, 1, 1, 1000, True)), drawn)
+    assert not np.array_equal(epoch_of(EpochOrder(corpus, 2, 0, 1000, True)), drawn)
+    assert epoch_of(EpochOrder(corpus, 1, 0, 1000, shuffle=False)).tolist() == list(range(10_007))
+
+
+def test_weighted_corpora_keep_their_shares_over_several_windows():
+    corpora = [Mix("big", 0, 30_000, 1.0), Mix("small", 30_000, 3_000, 1.0)]
+    halves = []
+    for epoch in range(2):
+        order = EpochOrder(corpora, seed=1, epoch=epoch, window=2000, shuffle=True)
+        assert order.n_windows > 10
+        drawn = epoch_of(order)
+        big, small = drawn[drawn < 30_000], drawn[drawn >= 30_000]
+        # 33,000 pairs an epoch, 16,500 from each: a random 16,500 of the big corpus, once each; the small one
+        # five times over (15,000) and 1,500 of its pairs a sixth time
+        assert (len(big), len(set(big.tolist()))) == (16_500, 16_500)
+        assert sorted(np.bincount(small - 30_000, minlength=3000).tolist()) == [5] * 1500 + [6] * 1500
+        halves.append(set(big.tolist()))
+    assert halves[0] != halves[1]
+
+
+def fake_store(folder, pairs):
+    """A store of `pairs` pairs with random lengths; its ids and offsets are empty (sparse) files."""
+    folder.mkdir()
+    tokens = {}
+    for k, side in enumerate(("src", "tgt")):
+        lengths = np.random.default_rng(k).integers(1, 60, size=pairs).astype(np.uint16)
+        lengths.tofile(folder / f"{side}.len")
+        tokens[side] = int(lengths.sum())
+        with open(folder / f"{side}.off", "wb") as f:
+            f.truncate(8 * (pairs + 1))
+        with open(folder / f"{side}.ids", "wb") as f:
+            f.truncate(2 * tokens[side])
+    meta = {"pairs": pairs, "ids_dtype": "uint16", "len_dtype": "uint16", "src_tokens": tokens["src"],
+            "tgt_tokens": tokens["tgt"], "corpora": [{"name": "a", "start": 0, "kept": pairs, "weight": 1.0}]}
+    (folder / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
+    return StoreData(folder)
+
+
+def test_an_epochs_batches_need_no_array_as_long_as_the_corpus(tmp_path):
+    store = fake_store(tmp_path / "store", 2_000_000)
+    tracemalloc.start()
+    try:
+        batches = EpochBatches(store, 2000, None, shuffle=True, seed=1, epoch=0, window=65_536)
+        first, last = batches[0], batches[len(batches) - 1]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert batches.n_windows > 30 and first and last
+    # one int32 per pair would be 8 MB, the int64 permutation of every pair 16 MB
+    assert peak < 6_000_000, f"{peak / 1e6:.1f} MB traced"
+
+
+def test_reading_a_store_for_training_maps_none_of_it(tiny_corpus, tmp_path):
+    maps = Path("/proc/self/maps")
+    if not maps.is_file():
+        pytest.skip("no /proc/self/maps on this system")
+    config = store_config(tiny_corpus)
+    store = StoreData(prepare(config, tmp_path / "m", workers=1, progress=False)["location"])
+    batches = make_batches(store, config, shuffle=True, epoch=0)
+    pairs = [(store.src_ids[i], store.tgt_ids[i]) for b in batches for i in b]
+    assert len(pairs) == len(store) and all(src and tgt for src, tgt in pairs)
+    mapped = [line for line in maps.read_text().splitlines() if str(store.folder) in line]
+    assert mapped == []  # the pages it read stay in the page cache, not in this process
 
 
 def test_two_workers_write_the_same_store_as_one(tiny_corpus, tmp_path, monkeypatch):
@@ -142,10 +228,13 @@ def test_a_failed_preparation_leaves_nothing_that_is_taken_for_a_store(tiny_corp
     assert prepare(config, tmp_path / "m", workers=1, progress=False)["prepared"]
 
 
-def test_training_from_the_store_resumes_bit_identically(tiny_corpus, tmp_path):
-    config = store_config(tiny_corpus, save_every=3)
+@pytest.mark.parametrize("window", [None, 100])  # one window (the in-memory batches), or six
+def test_training_from_the_store_resumes_bit_identically(tiny_corpus, tmp_path, window):
+    config, stopped = store_config(tiny_corpus, save_every=3), store_config(tiny_corpus, save_every=3, max_steps=7)
+    if window:
+        config.data.shuffle_window = stopped.data.shuffle_window = window
     train(config, tmp_path / "straight", quiet=True)
-    train(store_config(tiny_corpus, save_every=3, max_steps=7), tmp_path / "resumed", quiet=True)
+    train(stopped, tmp_path / "resumed", quiet=True)
     train(config, tmp_path / "resumed", resume=True, quiet=True)
     a = load_checkpoint(tmp_path / "straight" / "checkpoints" / "last.pt")
     b = load_checkpoint(tmp_path / "resumed" / "checkpoints" / "last.pt")

@@ -10,10 +10,12 @@ A store is a folder that `attnmt prepare` (attnmt/data/prepare.py) writes once::
     src.len  tgt.len   the lengths (uint16 / int32): the batches are built from these alone
     *.model *.vocab *.json   the tokenizers and vocabularies the ids belong to
 
-Training opens the arrays with `np.memmap`: the operating system pages in what a batch reads, so
-the memory a run needs does not grow with the corpus and every torchrun process shares one copy
-through the page cache. `StoreData` is the dataset view that `attnmt.data.loading` hands to the
-training loop; `store_batches` builds an epoch's length-bucketed batches from the length arrays.
+Training reads a pair's offsets and ids with `os.pread` and a window's lengths through a memory map
+opened for that read alone: the operating system reads what a batch needs into the page cache,
+which every torchrun process shares, and nothing of the store stays mapped into the process, so
+the memory a run needs does not grow with the corpus. `StoreData` is the dataset view that
+`attnmt.data.loading` hands to the training loop; `EpochBatches` builds an epoch's length-bucketed
+batches window by window, in the order that `attnmt.data.order.EpochOrder` draws.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass
+import struct
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -29,10 +32,12 @@ import torch
 
 from attnmt.config import DataConfig
 from attnmt.data.batching import epoch_generator
+from attnmt.data.order import EpochOrder, Mix, epoch_counts, seeded_rng
 from attnmt.errors import UserError
 
 FORMAT = 1
 SIDES = ("src", "tgt")
+_OFFSETS = struct.Struct("=qq")  # a pair's two int64 offsets, in the byte order numpy wrote them
 # The data settings that decide what a store holds; valid/test files, workers and the store
 # location do not.
 STORE_FIELDS = ("train_src", "train_tgt", "train_tsv", "train", "tsv_src_column", "tsv_tgt_column", "tokenizer",
@@ -104,36 +109,52 @@ def staleness(store_dir: Path, cfg: DataConfig, seed: int) -> str | None:
 
 
 class _Side:
-    """One side's ids, offsets and lengths, memory-mapped."""
+    """One side's ids, offsets and lengths.
+
+    A pair's offsets and ids are read with os.pread, not through a memory map: the pages a run reads
+    stay in the page cache (shared by every torchrun process) without being mapped into the
+    process, so its resident memory does not grow with the part of the store it has touched.
+    `len` maps every length for callers that want them all; training reads lengths a window at a
+    time through `StoreData.lengths`.
+    """
 
     def __init__(self, folder: Path, side: str, meta: dict):
         n = meta["pairs"]
-        self.ids = _open(folder / f"{side}.ids", meta["ids_dtype"], meta[f"{side}_tokens"])
-        self.off = _open(folder / f"{side}.off", "int64", n + 1)
-        self.len = _open(folder / f"{side}.len", meta["len_dtype"], n)
+        self.n, self.dtype = n, np.dtype(meta["ids_dtype"])
+        self.len_path, self.len_dtype = folder / f"{side}.len", meta["len_dtype"]
+        _check(self.len_path, self.len_dtype, n)
+        _check(folder / f"{side}.off", "int64", n + 1)
+        _check(folder / f"{side}.ids", self.dtype, meta[f"{side}_tokens"])
+        self._off = open(folder / f"{side}.off", "rb", buffering=0) if n else None
+        self._ids = open(folder / f"{side}.ids", "rb", buffering=0) if n else None
+        self._code = {"uint16": "H", "int32": "i"}[self.dtype.name]  # the ids as memoryview.cast reads them
+
+    @cached_property
+    def len(self) -> np.ndarray:
+        """Every length, memory-mapped (when first asked for: training does not ask)."""
+        return _open(self.len_path, self.len_dtype, self.n)
 
     def __getitem__(self, i: int) -> list[int]:
-        return self.ids[self.off[i]:self.off[i + 1]].tolist()
+        i = int(i)
+        if not 0 <= i < self.n:
+            raise IndexError(i)
+        a, b = _OFFSETS.unpack(os.pread(self._off.fileno(), 16, 8 * i))
+        size = self.dtype.itemsize
+        return memoryview(os.pread(self._ids.fileno(), (b - a) * size, a * size)).cast(self._code).tolist()
+
+
+def _check(path: Path, dtype, count: int) -> None:
+    expected = count * np.dtype(dtype).itemsize
+    if count and (not path.is_file() or path.stat().st_size != expected):
+        raise UserError(f"{path} is missing or truncated (expected {expected} bytes); prepare the store again: "
+                        "attnmt prepare CONFIG")
 
 
 def _open(path: Path, dtype: str, count: int) -> np.ndarray:
     if count == 0:
         return np.zeros(0, dtype=dtype)
-    expected = count * np.dtype(dtype).itemsize
-    if not path.is_file() or path.stat().st_size != expected:
-        raise UserError(f"{path} is missing or truncated (expected {expected} bytes); prepare the store again: "
-                        "attnmt prepare CONFIG")
+    _check(path, dtype, count)
     return np.memmap(path, dtype=dtype, mode="r", shape=(count,))
-
-
-@dataclass
-class Mix:
-    """One corpus of a store: its pairs are store positions start..start+count-1."""
-
-    name: str
-    start: int
-    count: int
-    weight: float
 
 
 class StoreData:
@@ -161,37 +182,25 @@ class StoreData:
     def tgt_len(self) -> np.ndarray:
         return self.tgt_ids.len
 
-
-def epoch_counts(corpora: list[Mix]) -> list[int]:
-    """Pairs each corpus gives an epoch: round(N * weight / total weight), N = all pairs."""
-    total = sum(c.count for c in corpora)
-    weights = sum(c.weight for c in corpora)
-    return [round(total * c.weight / weights) if c.count else 0 for c in corpora]
-
-
-def epoch_positions(corpora: list[Mix], seed: int, epoch: int) -> np.ndarray:
-    """The store positions of an epoch, corpus by corpus: whole copies plus a seeded random rest."""
-    counts = epoch_counts(corpora)
-    if all(n == c.count for n, c in zip(counts, corpora)):
-        return np.arange(sum(counts), dtype=np.int64)
-    parts = []
-    for k, (n, c) in enumerate(zip(counts, corpora)):
-        digest = hashlib.sha256(f"attnmt-mix:{seed}:{epoch}:{k}".encode()).digest()
-        rng = np.random.default_rng(int.from_bytes(digest[:8], "little"))
-        whole, rest = divmod(n, c.count)
-        parts.extend([np.arange(c.start, c.start + c.count, dtype=np.int64)] * whole)
-        parts.append(c.start + np.sort(rng.choice(c.count, size=rest, replace=False)).astype(np.int64))
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    def lengths(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The source and target lengths of `positions` (copies). The length files are mapped for
+        this call only, so that the pages it read leave the process when it returns."""
+        out = []
+        for side in (self.src_ids, self.tgt_ids):
+            mapped = _open(side.len_path, side.len_dtype, side.n)
+            out.append(np.asarray(mapped[positions]))
+            del mapped  # the last reference: unmapped here
+        return out[0], out[1]
 
 
-def _runs(keys_sorted: np.ndarray, src_len: np.ndarray, tgt_len: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _runs(keys_sorted: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray]:
     """The padded size and length of each run of equal (src, tgt) lengths in a sorted window."""
     if len(keys_sorted) == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     starts = np.flatnonzero(np.r_[True, keys_sorted[1:] != keys_sorted[:-1]])
     counts = np.diff(np.r_[starts, len(keys_sorted)])
-    size = np.maximum(src_len[starts].astype(np.int64), tgt_len[starts].astype(np.int64) + 1)
-    return size, counts
+    src, tgt = np.divmod(keys_sorted[starts].astype(np.int64), span)
+    return np.maximum(src, tgt + 1), counts
 
 
 def _pack(sizes: np.ndarray, counts: np.ndarray, max_tokens: int, max_sentences: int | None) -> list[int]:
@@ -223,11 +232,14 @@ def _pack(sizes: np.ndarray, counts: np.ndarray, max_tokens: int, max_sentences:
 class EpochBatches:
     """An epoch's batches from a store: a sequence of lists of store positions, built window by window.
 
-    The epoch's positions are permuted with the epoch generator and cut into windows of
-    data.shuffle_window pairs; each window is sorted by (source, target) length, packed and its batches
-    shuffled. A corpus that fits one window gets exactly batching.token_batches' (or
-    batch_by_sentences') batches. Only the batch counts are computed up front (from each window's
-    lengths); a window's batches are built when first asked for.
+    `EpochOrder` (attnmt/data/order.py) gives each window's store positions; a window is permuted,
+    sorted by (source, target) length with a stable sort, packed, and its batches shuffled. An epoch
+    that fits one window gets exactly batching.token_batches' (or batch_by_sentences') batches: one
+    generator seeded from (seed, epoch) permutes the pairs, then the batches. Larger epochs draw
+    each window's permutations from a generator seeded from (seed, epoch, window). Only the batch
+    counts are computed up front, from each window's length histogram; a window's batches are built
+    when first asked for, and only the last one built is kept: its positions in length order (4 bytes
+    a pair of the window) and where each batch starts.
     """
 
     def __init__(self, data: StoreData, max_tokens: int | None, batch_size: int | None, shuffle: bool, seed: int,
@@ -235,47 +247,61 @@ class EpochBatches:
         if (max_tokens or 0) < 1 and (batch_size or 0) < 1:
             raise UserError("train.batch_tokens or train.batch_size must be at least 1; fix the batch settings")
         self.data, self.max_tokens, self.batch_size = data, max_tokens, batch_size
-        self.generator = epoch_generator(seed, epoch)
         self.seed, self.epoch, self.shuffle = seed, epoch, shuffle
-        positions = epoch_positions(data.corpora, seed, epoch)
-        if shuffle:
-            positions = positions[torch.randperm(len(positions), generator=self.generator).numpy()]
-        self.positions = positions
-        self.window = window
-        self.n_windows = max(1, -(-len(positions) // window))
-        self._tgt_span = int(data.tgt_len.max()) + 2 if len(data) else 2
+        self.order = EpochOrder(data.corpora, seed, epoch, window, shuffle)
+        self.n_windows = self.order.n_windows
         self.counts = [self._count(w) for w in range(self.n_windows)]
         self.first = np.cumsum([0, *self.counts])
-        self._cached: tuple[int, list[list[int]]] | None = None
+        self._cached: tuple[int, tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
 
-    def _keys(self, w: int) -> tuple[np.ndarray, np.ndarray]:
-        pos = self.positions[w * self.window:(w + 1) * self.window]
-        return pos, self.data.src_len[pos].astype(np.int64) * self._tgt_span + self.data.tgt_len[pos]
+    def _keys(self, positions: np.ndarray) -> tuple[np.ndarray, int]:
+        """One sortable key per pair, source length * span + target length, and the span."""
+        src, tgt = self.data.lengths(positions)
+        span = int(tgt.max()) + 2 if len(tgt) else 2
+        keys = src.astype(np.int32 if (int(src.max(initial=0)) + 1) * span < 2 ** 31 else np.int64)
+        keys *= span
+        keys += tgt
+        return keys, span
 
     def _count(self, w: int) -> int:
-        pos, keys = self._keys(w)
+        """Window w's batches, from its length histogram (no sort)."""
         if self.batch_size:
-            return -(-len(pos) // self.batch_size)
-        values, counts = np.unique(keys, return_counts=True)
-        src, tgt = np.divmod(values, self._tgt_span)
+            return -(-self.order.size(w) // self.batch_size)
+        keys, span = self._keys(self.order.positions(w))
+        if len(keys) and int(keys.max()) < max(4 * len(keys), 1 << 16):
+            counts = np.bincount(keys)
+            values = np.flatnonzero(counts)
+            counts = counts[values]
+        else:
+            values, counts = np.unique(keys, return_counts=True)
+        src, tgt = np.divmod(values, span)
         return len(_pack(np.maximum(src, tgt + 1), counts, self.max_tokens, None))
 
-    def _build(self, w: int) -> list[list[int]]:
-        pos, keys = self._keys(w)
-        order = np.argsort(keys, kind="stable")
-        ordered = pos[order]
-        if self.batch_size:
-            starts = list(range(0, len(ordered), self.batch_size))
+    def _build(self, w: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Window w's positions in length order, the bounds of its batches, and the batches' order."""
+        positions = self.order.positions(w)
+        if self.order.single:  # as in memory: one generator permutes the pairs, then the batches
+            generator = epoch_generator(self.seed, self.epoch)
+            if self.shuffle:
+                positions = positions[torch.randperm(len(positions), generator=generator).numpy()]
+
+            def permutation(n):
+                return torch.randperm(n, generator=generator).numpy()
         else:
-            sizes, counts = _runs(keys[order], self.data.src_len[ordered], self.data.tgt_len[ordered])
-            starts = _pack(sizes, counts, self.max_tokens, None)
-        bounds = [*starts, len(ordered)]
-        batches = [ordered[a:b].tolist() for a, b in zip(bounds[:-1], bounds[1:])]
-        if self.shuffle:
-            generator = self.generator if self.n_windows == 1 else epoch_generator(self.seed * 1000003 + w,
-                                                                                   self.epoch)
-            batches = [batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()]
-        return batches
+            rng = seeded_rng("attnmt-window", self.seed, self.epoch, w)
+            if self.shuffle:
+                rng.shuffle(positions)  # in place
+            permutation = rng.permutation
+        keys, span = self._keys(positions)
+        order = np.argsort(keys, kind="stable")  # 8 bytes a pair of the window, freed below
+        ordered, positions = positions[order], None
+        keys, order = keys[order], None
+        if self.batch_size:
+            starts = np.arange(0, len(ordered), self.batch_size)
+        else:
+            starts = np.asarray(_pack(*_runs(keys, span), self.max_tokens, None), dtype=np.int64)
+        which = permutation(len(starts)) if self.shuffle else np.arange(len(starts))
+        return ordered, np.append(starts, len(ordered)), which
 
     def __len__(self) -> int:
         return int(self.first[-1])
@@ -285,8 +311,11 @@ class EpochBatches:
             raise IndexError(k)
         w = int(np.searchsorted(self.first, k, side="right")) - 1
         if self._cached is None or self._cached[0] != w:
+            self._cached = None  # the previous window goes before the next is built
             self._cached = (w, self._build(w))
-        return self._cached[1][k - int(self.first[w])]
+        ordered, bounds, which = self._cached[1]
+        i = int(which[k - int(self.first[w])])
+        return ordered[bounds[i]:bounds[i + 1]].tolist()
 
     def __iter__(self):
         return (self[k] for k in range(len(self)))
