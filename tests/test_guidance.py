@@ -189,3 +189,24 @@ def test_a_model_guided_on_the_shift_row_is_read_with_shift_by_default(tiny_corp
     assert model_method(load(model_dir).config) == "shift"
     assert align_files(model_dir, tiny_corpus / "test.src", tiny_corpus / "test.tgt").output == "attention shift"
     assert model_method(tiny_config(tiny_corpus)) == "argmax"
+
+
+def test_a_guided_transformer_is_read_from_its_supervised_head(tiny_corpus, tmp_path):
+    from attnmt.align import attention_matrices
+    from attnmt.train import train
+    from attnmt.translator import load
+
+    config = tiny_config(tiny_corpus, "transformer", max_steps=2, valid_every=2, valid_bleu_sample=0)
+    config.model.dec_layers = 2
+    guided = config.train.guided_alignment
+    guided.links, guided.layer, guided.head = str(_links_file(tiny_corpus, tmp_path)), 0, 1
+    translator = load(train(config, tmp_path / "m", quiet=True).model_dir)
+    src = (tiny_corpus / "test.src").read_text(encoding="utf-8").splitlines()[:3]
+    tgt = (tiny_corpus / "test.tgt").read_text(encoding="utf-8").splitlines()[:3]
+
+    def rows(**chosen):
+        return [m.piece_weights for m in attention_matrices(translator, src, tgt, **chosen)]
+
+    default, supervised, last = rows(), rows(layer=0, head=1), rows(layer=-1)
+    assert all((a == b).all() for a, b in zip(default, supervised))
+    assert not all((a == b).all() for a, b in zip(default, last))

@@ -189,6 +189,15 @@ def choose_attention(model, attention: torch.Tensor | None, layer: int | None = 
     return attention
 
 
+def guided_head(config, layer: int | None, head: int | None) -> tuple[int | None, int | None]:
+    """``layer``/``head``, or when neither is given, the cross-attention that guided alignment
+    supervised (train.guided_alignment.layer / head): a guided model is read where it was taught."""
+    guided = config.train.guided_alignment
+    if layer is None and head is None and guided.links is not None:
+        return guided.layer, guided.head
+    return layer, head
+
+
 @torch.inference_mode()
 def attention_matrices(translator, sources: Sequence[str], targets: Sequence[str], batch_tokens: int = 3000,
                        layer: int | None = None, head: int | None = None,
@@ -196,10 +205,10 @@ def attention_matrices(translator, sources: Sequence[str], targets: Sequence[str
     """Run ``translator``'s model with teacher forcing on each (source, target) pair.
 
     ``translator`` is an :class:`attnmt.translator.Translator`; ``layer``/``head`` as in
-    :func:`choose_attention`; ``shift_offset`` (0 to 2) replaces the model's shift row
-    t + 1 + query_lag by t + offset in ``WordAttention.shifted``, to measure other rows. Raises
-    UserError for a model without attention (seq2seq) or
-    line counts that differ.
+    :func:`choose_attention` (neither given: a guided model's supervised head, :func:`guided_head`);
+    ``shift_offset`` (0 to 2) replaces the model's shift row t + 1 + query_lag by t + offset in
+    ``WordAttention.shifted``, to measure other rows. Raises UserError for a model without attention
+    (seq2seq) or line counts that differ.
     """
     from attnmt.forced import forced_batches
 
@@ -208,6 +217,7 @@ def attention_matrices(translator, sources: Sequence[str], targets: Sequence[str
                         "line-aligned")
     model = translator.model
     lag = getattr(model, "query_lag", 0)
+    layer, head = guided_head(translator.config, layer, head)
     src_pieces = [translator.src.tokens(s) for s in sources]
     tgt_pieces = [translator.tgt.tokens(t) for t in targets]
     src_ids = [translator.src.vocab.encode(p) for p in src_pieces]
