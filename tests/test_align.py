@@ -180,7 +180,10 @@ def fake_translator(model: nn.Module):
 
     word_ids.table = {}
     src.tokenizer.word_ids = tgt.tokenizer.word_ids = word_ids
-    return SimpleNamespace(model=model, src=src, tgt=tgt, device=torch.device("cpu"), model_type="fake"), word_ids
+    from attnmt.config import Config
+
+    return SimpleNamespace(model=model, src=src, tgt=tgt, device=torch.device("cpu"), model_type="fake",
+                           config=Config()), word_ids
 
 
 def test_attention_matrices_drop_eos_row_and_merge_pieces():

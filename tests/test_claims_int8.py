@@ -39,11 +39,13 @@ def differing_scores(a, b) -> int:
 
 @pytest.mark.parametrize("model_type", MODEL_TYPES)
 def test_int8_scores_differ_bitwise_from_float32(model_type, small_models, tiny_corpus):
-    texts = sentences(tiny_corpus)
+    texts = sentences(tiny_corpus, 40)
     fp32 = load(small_models / model_type).translate(texts, beam=1)
     int8 = load(small_models / model_type, int8=True).translate(texts, beam=1)
     same_hypothesis = sum(x.tgt_tokens == y.tgt_tokens for x, y in zip(fp32, int8))
-    assert same_hypothesis >= len(texts) // 2  # enough shared hypotheses to compare their scores
+    # enough shared hypotheses to compare their scores; how many a 20-step model shares depends on the
+    # CPU's int8 kernels (on AVX2 alone the Transformer shares fewer than half)
+    assert same_hypothesis >= 10, f"only {same_hypothesis} of {len(texts)} hypotheses shared"
     assert differing_scores(fp32, int8) > 0, "int8 scored every hypothesis exactly as float32: it did not run"
 
 
