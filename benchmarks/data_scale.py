@@ -13,7 +13,7 @@ the peak memory (getrusage maxrss) is its own:
 * train (in memory), at the smallest size only: the same training with data.store: never (the
   corpus read, tokenized and encoded inside train), for the tokens/s ratio and the memory.
 
-    .venv/bin/python -m benchmarks.data_scale --sizes 1000000 10000000 --workers 2
+    .venv/bin/python -m benchmarks.data_scale --sizes 1000000 10000000 40000000 --workers 2
 
 writes benchmarks/results/data_scale.json; every corpus and store is deleted afterwards.
 """
