@@ -9,7 +9,7 @@
 * :mod:`attnmt.align.command`: what ``attnmt align`` does.
 """
 
-from attnmt.align.command import AlignResult, align_files, align_pairs, attention_rows, model_method
+from attnmt.align.command import AlignResult, align_files, align_pairs, attention_rows
 from attnmt.align.eflomal import eflomal_align
 from attnmt.align.extract import (
                                   METHODS,
@@ -19,6 +19,7 @@ from attnmt.align.extract import (
                                   diagonal_links,
                                   extract_alignments,
                                   links_from_attention,
+                                  model_method,
                                   threshold_links,
                                   word_attention,
 )

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from attnmt.align.eflomal import eflomal_align
-from attnmt.align.extract import METHODS, attention_matrices, diagonal_links, links_from_attention
+from attnmt.align.extract import METHODS, attention_matrices, diagonal_links, links_from_attention, model_method
 from attnmt.align.links import SYMMETRIZATIONS, GoldAlignment, Link, read_gold, symmetrize
 from attnmt.align.scores import AlignmentScores, score_alignments
 from attnmt.errors import UserError
@@ -25,13 +25,6 @@ class AlignResult:
 
 
 BASELINES = ("diagonal", "eflomal")
-
-
-def model_method(config) -> str:
-    """The extraction method a model is read with by default: ``shift`` for a model whose guided
-    alignment supervised the row that has read each word (train.guided_alignment.row), else ``argmax``."""
-    guided = config.train.guided_alignment
-    return "shift" if guided.links is not None and guided.row == "shift" else "argmax"
 
 
 def align_pairs(translator, sources: Sequence[str], targets: Sequence[str], method: str | None = None,

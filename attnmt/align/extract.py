@@ -189,6 +189,13 @@ def choose_attention(model, attention: torch.Tensor | None, layer: int | None = 
     return attention
 
 
+def model_method(config) -> str:
+    """The extraction method a model is read with by default: ``shift`` for a model whose guided
+    alignment supervised the row that has read each word (train.guided_alignment.row), else ``argmax``."""
+    guided = config.train.guided_alignment
+    return "shift" if guided.links is not None and guided.row == "shift" else "argmax"
+
+
 def guided_head(config, layer: int | None, head: int | None) -> tuple[int | None, int | None]:
     """``layer``/``head``, or when neither is given, the cross-attention that guided alignment
     supervised (train.guided_alignment.layer / head): a guided model is read where it was taught."""
