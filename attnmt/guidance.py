@@ -18,8 +18,10 @@ rows carries ``G_t``, the same choice as ``attnmt align --method`` makes when re
   ``y_t`` (in Bahdanau's order not even ``y_{t-1}``), so it must guess which word comes next.
 * ``shift``: row ``t + 1 + query_lag``, the first row whose query has read ``y_t`` (Chen et al.
   2020's Shift-Att, here as the supervised row; Garg et al. 2019 give the aligner the target word
-  by attending over the full target for the same reason). A row past the pair's last step (the
-  last piece in Bahdanau's order, ``query_lag = 1``) carries no guidance.
+  by attending over the full target for the same reason). In Bahdanau's order (``query_lag = 1``)
+  the last piece's row is the step after ``</s>`` is read: the guided batch runs the decoder on
+  ``<s> y </s>``, one step longer, and the translation loss is taken from the first ``n + 1`` rows,
+  which the causal decoder computes exactly as from ``<s> y``.
 
 Links file: 0-based Pharaoh ``i-j`` per line, line-aligned with the training corpus
 (``benchmarks/alignment.py prepare`` makes one with eflomal).
@@ -80,13 +82,14 @@ def load_guidance(links_path: str, corpus_pairs: Sequence[tuple[str, str]], trai
 
 
 def guidance_matrix(guidance: Sequence[PieceLinks | None], src_len: int, tgt_len: int,
-                    device: torch.device, offset: int = 0) -> Tensor:
+                    device: torch.device, offset: int = 0, extra_rows: int = 0) -> Tensor:
     """G [B, tgt_len, src_len] for a batch: row ``t + offset`` is y_t's target distribution over
-    source pieces. A pair of n pieces has the rows 0..n (inputs <s> y_0 .. y_{n-1}); a piece whose
-    row falls past them gets none, so that no padded step is supervised."""
+    source pieces. A pair of n pieces has the rows 0..n (inputs <s> y_0 .. y_{n-1}), and
+    ``extra_rows`` more when the decoder also read ``</s>``; a piece whose row falls past them gets
+    none, so that no padded step is supervised."""
     G = torch.zeros(len(guidance), tgt_len, src_len)
     for b, pair in enumerate(guidance):
-        last_row = min(len(pair or []), tgt_len - 1)
+        last_row = min(len(pair or []) + extra_rows, tgt_len - 1)
         for t, sources in enumerate(pair or []):
             if sources and t + offset <= last_row:
                 G[b, t + offset, sources] = 1.0 / len(sources)

@@ -14,7 +14,7 @@ from attnmt.config import Config
 from attnmt.data.batching import Batch
 from attnmt.data.dataset import ParallelData
 from attnmt.data.loading import batch_of, make_batches
-from attnmt.data.vocab import PAD_ID
+from attnmt.data.vocab import EOS_ID, PAD_ID
 from attnmt.forced import eval_mode, force
 from attnmt.guidance import alignment_loss, guidance_matrix, guided_row_offset
 
@@ -28,10 +28,23 @@ def step_loss(trained: nn.Module, batch: Batch, data: ParallelData, config: Conf
         return nll_loss(logits, batch.tgt_out, t.label_smoothing), None
     chosen = {"layer": -1 if guided.layer is None else guided.layer, "head": guided.head}
     model = getattr(trained, "module", trained)  # under DDP, the wrapped model's capabilities
-    logits, alpha = trained(batch.src, batch.src_len, batch.tgt_in, **(chosen if model.has_heads else {}))
+    offset = guided_row_offset(guided.row, model.query_lag)
+    # A row past the pair's n + 1 steps (the last piece's, in Bahdanau's order under row: shift) exists
+    # once the decoder reads </s> as well: <s> y </s> as the input, one step longer. The decoder is
+    # causal, so the first n + 1 rows, and with them the translation loss, are those of <s> y.
+    extra = max(offset - 1, 0)
+    tgt_in = with_eos_inputs(batch.tgt_in, batch.tgt_len, extra) if extra else batch.tgt_in
+    logits, alpha = trained(batch.src, batch.src_len, tgt_in, **(chosen if model.has_heads else {}))
     G = guidance_matrix([data.guidance[i] for i in batch.index.tolist()], alpha.size(2), alpha.size(1), alpha.device,
-                        offset=guided_row_offset(guided.row, model.query_lag))
-    return nll_loss(logits, batch.tgt_out, t.label_smoothing), alignment_loss(alpha, G)
+                        offset=offset, extra_rows=extra)
+    return nll_loss(logits[:, :batch.tgt_out.size(1)], batch.tgt_out, t.label_smoothing), alignment_loss(alpha, G)
+
+
+def with_eos_inputs(tgt_in: Tensor, tgt_len: Tensor, extra: int) -> Tensor:
+    """``tgt_in`` (<s> y, PAD after) followed by ``extra`` more inputs per pair: ``</s>``, then PAD."""
+    longer = torch.cat([tgt_in, tgt_in.new_full((tgt_in.size(0), extra), PAD_ID)], dim=1)
+    longer[torch.arange(tgt_in.size(0), device=tgt_in.device), tgt_len.to(tgt_in.device)] = EOS_ID
+    return longer
 
 
 def nll_loss(logits: torch.Tensor, tgt_out: torch.Tensor, label_smoothing: float = 0.0) -> torch.Tensor:

@@ -141,6 +141,36 @@ def test_guidance_rows_move_by_the_offset_and_never_reach_padding():
     assert G[0].tolist() == [[0, 0, 0, 0], [1, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]]
     assert G[1, 1:].argmax(-1).tolist() == [1, 2, 3]
 
+    # a decoder that also read </s> has one row more: the last piece's shifted row exists
+    G = guidance_matrix([[[0, 1], [2], [3]]], src_len=4, tgt_len=5, device=cpu, offset=2, extra_rows=1)
+    assert G[0, 2:].argmax(-1).tolist() == [0, 2, 3]
+
+
+def test_bahdanau_order_guides_the_last_piece_on_the_shift_row_without_changing_the_translation_loss():
+    """In Bahdanau's order the last piece's shift row is the step after </s> is read: the guided batch
+    runs one step longer, supervises that row, and keeps the NLL of the unguided batch."""
+    from attnmt.config import Config, TrainConfig
+    from attnmt.data.batching import Batch
+    from attnmt.data.dataset import ParallelData
+    from attnmt.loss import step_loss
+
+    torch.manual_seed(0)
+    cfg = ModelConfig(type="rnnsearch", dropout=0.0, emb_size=8, hidden_size=16, decoder="bahdanau")
+    model = build_model(cfg, 20, 30).eval()
+    config = Config(model=cfg, train=TrainConfig())
+    config.train.guided_alignment.row, config.train.guided_alignment.weight = "shift", 0.0
+    data = ParallelData([], [], [[5, 6, 7, 8]], [[9, 10, 11, 12]], guidance=[[[], [], [], [2]]])  # last piece only
+    batch = Batch(SRC, SRC_LEN, torch.tensor([[2, 9, 10, 11, 12]]), torch.tensor([[9, 10, 11, 12, 3]]),
+                  torch.tensor([5]), torch.tensor([0]))
+    unguided_nll, none = step_loss(model, batch, data, config)
+    config.train.guided_alignment.weight = 1.0
+    nll, align = step_loss(model, batch, data, config)
+    assert none is None and align.item() > 0  # the last piece is guided
+    assert torch.allclose(nll, unguided_nll, rtol=0, atol=1e-5)
+    # its row is the one after </s> (input position 5): it depends on the last piece y_3 ...
+    changed = Batch(SRC, SRC_LEN, torch.tensor([[2, 9, 10, 11, 15]]), batch.tgt_out, batch.tgt_len, batch.index)
+    assert step_loss(model, changed, data, config)[1].item() != align.item()
+
 
 ATTENDING = [("rnnsearch", "bahdanau"), ("rnnsearch", "luong"), ("transformer", None)]
 
