@@ -308,6 +308,7 @@ class EvaluationReport:
     ter: float | None = None  # corpus TER (corpus_ter), lower is better
     ter_signature: str = ""
     sampling: str | None = None  # how the translations were sampled (attnmt.sampling.Sampling), if they were
+    length_unit: str = "tokens"  # what the buckets count: "tokens" of the model's source tokenizer, or "words"
 
     def render(self) -> str:
         ter = [] if self.ter is None else [f"TER  = {self.ter:.2f}   ({self.ter_signature})"]
@@ -318,7 +319,8 @@ class EvaluationReport:
             f"chrF = {self.scores.chrf:.2f}   ({self.scores.chrf_signature})",
             *ter,
             "",
-            "BLEU by source length (tokens of the model's source tokenizer):",
+            "BLEU by source length (" + ("words of the source line" if self.length_unit == "words" else
+                                         "tokens of the model's source tokenizer") + "):",
             format_table(self.buckets),
         ])
 
@@ -329,13 +331,30 @@ class EvaluationReport:
         return json.dumps(asdict(self), indent=2)
 
 
+def check_length_edges(edges: Sequence[int] | None, lengths: Sequence[int], unit: str, src_path) -> None:
+    """UserError unless ``edges`` (when given) increase strictly and cover every source length."""
+    if edges is None:
+        return
+    shown = " ".join(map(str, edges))
+    if len(edges) < 2 or any(a >= b for a, b in zip(edges, edges[1:])):
+        raise UserError(f"--length-edges {shown}: give at least two strictly increasing numbers, e.g. 1 10 20 30")
+    if not (edges[0] <= min(lengths) and max(lengths) < edges[-1]):
+        raise UserError(f"--length-edges {shown}: {src_path} has sources of {min(lengths)} to {max(lengths)} {unit}; "
+                        f"give edges from at most {min(lengths)} to above {max(lengths)}")
+
+
 def evaluate_translator(translator, src_path, ref_path, beam: int | None = None, tokenize: str = "13a",
                         lowercase: bool = False, workers: int = 1,
-                        stopping: str | None = None, **options) -> EvaluationReport:
+                        stopping: str | None = None, length_unit: str = "tokens",
+                        length_edges: Sequence[int] | None = None, bootstrap: int = 0,
+                        **options) -> EvaluationReport:
     """Translate a test set with a loaded model and score it against the references.
 
-    ``workers``, ``stopping`` and ``options`` (min_len, no_repeat_ngram, max_len, sampling): as in
-    :meth:`attnmt.translator.Translator.translate`.
+    BLEU by source length counts ``length_unit`` ("tokens" of the model's source tokenizer, or
+    whitespace-separated "words", as the studies do) in buckets ``[edges[k], edges[k+1])`` (chosen
+    from the data when ``length_edges`` is None), each with a percentile bootstrap interval from
+    ``bootstrap`` resamples when it is above 0. ``workers``, ``stopping`` and ``options``
+    (min_len, no_repeat_ngram, max_len, sampling): as in :meth:`attnmt.translator.Translator.translate`.
     """
     import time
 
@@ -344,19 +363,28 @@ def evaluate_translator(translator, src_path, ref_path, beam: int | None = None,
     pairs = read_parallel(src_path, ref_path)
     if not pairs:
         raise UserError(f"{src_path} is empty; pass a test set with at least one sentence")
+    if bootstrap < 0:
+        raise UserError(f"--bootstrap {bootstrap}: give a number of resamples of 0 (no intervals) or more")
     sources = [s for s, _ in pairs]
     references = [r for _, r in pairs]
+    if length_unit == "words":  # known before the work, so checked before it
+        lengths = [max(len(s.split()), 1) for s in sources]
+        check_length_edges(length_edges, lengths, length_unit, src_path)
     started = time.perf_counter()
     translations = translator.translate(sources, beam=beam, workers=workers, stopping=stopping, **options)
     seconds = time.perf_counter() - started
     hypotheses = [t.text for t in translations]
-    lengths = [max(len(t.src_tokens), 1) for t in translations]
+    if length_unit == "tokens":
+        lengths = [max(len(t.src_tokens), 1) for t in translations]
+        check_length_edges(length_edges, lengths, length_unit, src_path)
     return EvaluationReport(
         scores=corpus_scores(hypotheses, references, tokenize=tokenize, lowercase=lowercase),
-        buckets=bleu_by_length(lengths, hypotheses, references, tokenize=tokenize, lowercase=lowercase),
+        buckets=bleu_by_length(lengths, hypotheses, references, edges=length_edges, tokenize=tokenize,
+                               lowercase=lowercase, bootstrap=bootstrap),
         n_sentences=len(pairs),
         beam=translator.config.decode.beam if beam is None else beam,
         seconds=seconds,
         **dict(zip(("ter", "ter_signature"), corpus_ter(hypotheses, references, lowercase=lowercase))),
         sampling=None if options.get("sampling") is None else str(options["sampling"]),
+        length_unit=length_unit,
     )

@@ -37,3 +37,23 @@ def test_evaluate_buckets_count_sentences_by_source_tokenizer_length(tiny_model,
     # The test means something only if the translations' lengths would fall into other buckets.
     output_lengths = [len(t.tgt_tokens) for t in translator.translate(sources, beam=3)]
     assert counts(output_lengths) != counts(source_lengths), "pick a test set whose output lengths bucket differently"
+
+
+def test_evaluate_by_source_words_with_given_edges_and_intervals(tiny_model, tiny_corpus, tmp_path, capsys):
+    """--length-unit words counts the whitespace words of each source line, in the --length-edges buckets,
+    each with a bootstrap interval around its BLEU (the studies' measure, as one command)."""
+    src, ref = tiny_corpus / "test.src", tiny_corpus / "test.tgt"
+    sources = src.read_text(encoding="utf-8").splitlines()
+    words = [len(s.split()) for s in sources]
+    edges = [1, sorted(words)[len(words) // 2], max(words) + 1]
+    report = tmp_path / "report.json"
+    assert main(["evaluate", "--model", str(tiny_model), "--src", str(src), "--ref", str(ref), "--tokenize", "none",
+                 "--beam", "1", "--length-unit", "words", "--length-edges", *map(str, edges), "--bootstrap", "50",
+                 "--json", str(report)]) == 0
+    assert "BLEU by source length (words of the source line)" in capsys.readouterr().out
+    buckets = json.loads(report.read_text(encoding="utf-8"))["buckets"]
+    assert [(b["lo"], b["hi"]) for b in buckets] == list(zip(edges, edges[1:]))
+    assert [b["n"] for b in buckets] == [sum(lo <= n < hi for n in words) for lo, hi in zip(edges, edges[1:])]
+    for b in buckets:
+        assert b["ci_low"] <= b["bleu"] <= b["ci_high"]
+    assert len({(b["ci_low"], b["ci_high"]) for b in buckets}) == len(buckets)  # each bucket its own interval

@@ -108,7 +108,8 @@ def cmd_evaluate(args) -> None:
     try:
         report = evaluate_translator(translator, args.src, args.ref, beam=args.beam, tokenize=args.tokenize,
                                      lowercase=args.lowercase, workers=workers(args, translator),
-                                     stopping=args.stopping, **decoding(args))
+                                     stopping=args.stopping, length_unit=args.length_unit,
+                                     length_edges=args.length_edges, bootstrap=args.bootstrap, **decoding(args))
     except SentenceTooLong as e:
         raise e.at(args.src) from None
     print(report.render())
@@ -160,6 +161,14 @@ def register(sub) -> None:
     p.add_argument("--ref", required=True, help="reference translations")
     p.add_argument("--tokenize", default="13a", help="sacreBLEU tokenizer (13a, none, zh, intl, ...)")
     p.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU")
+    p.add_argument("--length-unit", choices=["tokens", "words"], default="tokens",
+                   help="BLEU by source length counts tokens of the model's source tokenizer (default) or "
+                        "whitespace-separated words, as the studies do")
+    p.add_argument("--length-edges", type=int, nargs="+", metavar="N",
+                   help="bucket edges for BLEU by length, e.g. 1 10 20 30 (buckets [1, 10), [10, 20), ...; "
+                        "default: chosen from the data)")
+    p.add_argument("--bootstrap", type=int, default=0, metavar="N",
+                   help="a 95%% bootstrap interval for each length bucket from N resamples (e.g. 1000; default 0)")
     p.add_argument("--json", help="also write the scores as JSON to this file")
     p.add_argument("--overwrite", action="store_true")
     p.set_defaults(func=cmd_evaluate)
