@@ -365,6 +365,8 @@ def evaluate_translator(translator, src_path, ref_path, beam: int | None = None,
         raise UserError(f"{src_path} is empty; pass a test set with at least one sentence")
     if bootstrap < 0:
         raise UserError(f"--bootstrap {bootstrap}: give a number of resamples of 0 (no intervals) or more")
+    if length_unit not in ("tokens", "words"):
+        raise ValueError(f"length_unit must be 'tokens' or 'words', got {length_unit!r}")
     sources = [s for s, _ in pairs]
     references = [r for _, r in pairs]
     if length_unit == "words":  # known before the work, so checked before it
