@@ -18,6 +18,7 @@ from attnmt.study import (
     deep_merge,
     join_consecutive,
     load_study,
+    model_raw_config,
     run_study,
     seed_mean_interval,
     study_from_dict,
@@ -91,7 +92,6 @@ def test_model_config_file_then_overrides(tmp_path, tiny_corpus):
     path.write_text(yaml.safe_dump({**minimal(), "defaults": {"train": {"max_steps": 7, "lr": 0.1}},
                                     "models": [{"name": "s", "config": "base.yaml",
                                                 "overrides": {"train": {"max_steps": 5}}}]}), encoding="utf-8")
-    from attnmt.study import model_raw_config
 
     study = load_study(path)
     raw = model_raw_config(study, study.models[0])
@@ -100,10 +100,29 @@ def test_model_config_file_then_overrides(tmp_path, tiny_corpus):
     assert raw["train"]["lr"] == 0.005  # the file beats the study defaults
 
 
+def test_a_study_can_build_on_a_base_study(tmp_path):
+    """base: a study file's mappings merge over its base's key by key; lists (models) replace them."""
+    base = minimal(name="base", seeds=[1, 2], defaults={"train": {"max_steps": 5, "lr": 0.01}})
+    base["models"] = [{"name": "a", "overrides": {"model": {"type": "seq2seq"}}},
+                      {"name": "b", "overrides": {"model": {"type": "rnnsearch"}}}]
+    (tmp_path / "base.yaml").write_text(yaml.safe_dump(base), encoding="utf-8")
+    (tmp_path / "derived.yaml").write_text(yaml.safe_dump(
+        {"base": "base.yaml", "name": "derived", "defaults": {"train": {"max_steps": 7}},
+         "models": [{"name": "b", "overrides": {"model": {"type": "rnnsearch"}}}]}), encoding="utf-8")
+    study = load_study(tmp_path / "derived.yaml")
+    assert (study.name, study.seeds, [m.name for m in study.models]) == ("derived", [1, 2], ["b"])
+    assert model_raw_config(study, study.models[0])["train"] == {"max_steps": 7, "lr": 0.01}
+    (tmp_path / "base.yaml").write_text(yaml.safe_dump({**base, "base": "derived.yaml"}), encoding="utf-8")
+    with pytest.raises(UserError, match="remove the loop"):
+        load_study(tmp_path / "derived.yaml")
+
+
 def test_shipped_studies_are_valid():
     for name in ("synthetic.yaml", "multi30k_long.yaml"):
         study = load_study(REPO / "studies" / name)
         assert len(study.seeds) >= 3
+    derived = load_study(REPO / "studies" / "real_bottleneck_len50.yaml")  # base: real_bottleneck_budget.yaml ...
+    assert derived.data.tatoeba_long.train_max_words == 50 and derived.data.tatoeba_long.test_max_words == 69
 
 
 # ---------------------------------------------------------------- long pairs from captions

@@ -276,10 +276,23 @@ def _validate(study: Study) -> None:
             raise UserError(f"config: alignment.sets[{k}] needs name, src, tgt and gold")
 
 
+def read_study_yaml(path: Path, seen: tuple[Path, ...] = ()) -> dict:
+    """A study file's mapping, with the study it names as ``base`` (relative to it) merged under it:
+    mappings merge key by key, and anything else (a list of models, a number) replaces the base's.
+    Paths in the merged study are read relative to the file that is loaded, as if written there."""
+    raw = read_yaml(path, "study", f"study config not found: {path}; pass a study YAML (see studies/)")
+    if not isinstance(raw, dict) or "base" not in raw:
+        return raw
+    base = resolve_path(str(raw.pop("base")), path.parent).resolve()
+    if base in seen or base == path.resolve():
+        raise UserError(f"{path}: base: {base} is already one of this study's bases; remove the loop")
+    return deep_merge(read_study_yaml(base, (*seen, path.resolve())), raw)
+
+
 def load_study(path: str | Path) -> Study:
     """Read and validate a study YAML; errors name the file and the key."""
     path = Path(path)
-    raw = read_yaml(path, "study", f"study config not found: {path}; pass a study YAML (see studies/)")
+    raw = read_study_yaml(path)
     try:
         study = build(Study, raw)
         study.path = str(path.resolve())
