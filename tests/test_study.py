@@ -118,9 +118,12 @@ def test_a_study_can_build_on_a_base_study(tmp_path):
 
 
 def test_shipped_studies_are_valid():
-    for name in ("synthetic.yaml", "multi30k_long.yaml"):
-        study = load_study(REPO / "studies" / name)
-        assert len(study.seeds) >= 3
+    studies = {path.name: load_study(path) for path in sorted((REPO / "studies").glob("*.yaml"))}
+    for name in ("synthetic.yaml", "multi30k_long.yaml", "real_bottleneck.yaml", "real_bottleneck_50.yaml"):
+        assert len(studies[name].seeds) >= 3
+    rnnsearch50 = studies["real_bottleneck_50.yaml"]  # base: real_bottleneck.yaml
+    assert rnnsearch50.data.tatoeba_long.train_max_words == 50 and rnnsearch50.evaluation.beam == 5
+    assert [m.name for m in rnnsearch50.models] == [m.name for m in studies["real_bottleneck.yaml"].models]
     derived = load_study(REPO / "studies" / "real_bottleneck_len50.yaml")  # base: real_bottleneck_budget.yaml ...
     assert derived.data.tatoeba_long.train_max_words == 50 and derived.data.tatoeba_long.test_max_words == 69
 
