@@ -14,7 +14,7 @@ import yaml
 
 from attnmt.errors import UserError
 from attnmt.study import load_study, run_study, study_from_dict
-from attnmt.study.aggregate import repeats, seeds_interval
+from attnmt.study.aggregate import length_ratio, repeats, seeds_interval
 from attnmt.study.data import join_to_lengths, tatoeba_long_splits
 from attnmt.study.report import findings
 from attnmt.study.spec import TatoebaLongData
@@ -171,12 +171,20 @@ def test_tiny_tatoeba_study_measures_the_natural_set_and_precision(tmp_path):
     assert natural["perplexity"]["mean"] > 1 and natural["buckets"]
     assert sum(b["n"] for b in natural["buckets"]) == natural["n"]
     assert all(0 <= b["repeating"]["mean"] <= 1 for b in m["buckets"])
+    assert all(b["length_ratio"]["mean"] > 0 and len(b["length_ratio"]["values"]) == 2 for b in m["buckets"])
     low, high = m["perplexity"]["seeds_interval"]
     assert low <= m["perplexity"]["mean"] <= high
     assert all(r["precision"] in ("fp32", "bf16 autocast") for r in summary["runs"])
     assert m["precision"] == sorted({r["precision"] for r in summary["runs"]})
     page = result.report.read_text(encoding="utf-8")
     assert "Test set natural" in page and "precision" in page and "4-gram" in page
+    assert "Output length over reference length" in page
+
+
+def test_length_ratio_counts_sacrebleu_tokens():
+    assert length_ratio(["a b", "c"], ["a b c d", "e f"], "13a") == pytest.approx(3 / 6)
+    assert length_ratio(["le chat ."], ["le chat"], "13a") == pytest.approx(3 / 2)  # 13a splits the period off
+    assert length_ratio(["x"], [""], "13a") == 0.0
 
 
 # ---------------------------------------------------------------- the shipped study on the real data

@@ -122,8 +122,20 @@ def _bucket_rows(study: Study, edges: list[int], lengths: list[int], references:
                      "ci_high": interval[1] if interval else None,
                      "seed_intervals": [[b["ci_low"], b["ci_high"]] for b in per_seed],
                      "repeating": _spread([float(np.mean([repeats(r["hypotheses"][i]) for i in members]))
-                                           for r in runs])})
+                                           for r in runs]),
+                     "length_ratio": _spread([length_ratio([r["hypotheses"][i] for i in members],
+                                                           [references[i] for i in members], ev.bleu_tokenize)
+                                              for r in runs])})
     return rows
+
+
+def length_ratio(hypotheses: list[str], references: list[str], tokenize: str) -> float:
+    """Output length over reference length in sacreBLEU's tokens (its ``sys_len / ref_len``): below 1 the
+    translations are short and BLEU's brevity penalty applies, as when a search drops part of the source."""
+    from attnmt.evaluate import _bleu_metric
+
+    score = _bleu_metric(tokenize, False).corpus_score(hypotheses, [references])
+    return score.sys_len / score.ref_len if score.ref_len else 0.0
 
 
 def repeats(text: str, n: int = 4, times: int = 3) -> bool:
