@@ -129,14 +129,14 @@ def _bleu_section(study: Study, result: dict, figures: dict[str, Path]) -> list[
         _table(["source words", "n", *models], _bucket_rows(models)),
         "<p>Share of the outputs that repeat some 4-gram at least three times (the loop of a decoder that has "
         "lost its place in the source), mean over seeds:</p>",
-        _table(["source words", "n", *models], _bucket_share_rows(models, "repeating", "{:.0%}")),
+        _table(["source words", "n", *models], _bucket_mean_rows(models, "repeating", "{:.0%}")),
         "<p>Output length over reference length (sacreBLEU's sys_len / ref_len; below 1 the brevity penalty "
         "lowers BLEU), mean over seeds:</p>",
-        _table(["source words", "n", *models], _bucket_share_rows(models, "length_ratio", "{:.2f}")),
+        _table(["source words", "n", *models], _bucket_mean_rows(models, "length_ratio", "{:.2f}")),
     ]
 
 
-def _bucket_share_rows(models: dict[str, dict], key: str, form: str) -> list[list[str]]:
+def _bucket_mean_rows(models: dict[str, dict], key: str, form: str) -> list[list[str]]:
     """One row per length bucket: the seeds' mean of ``key`` for each model ('–' where not measured)."""
     edges = sorted({(r["lo"], r["hi"], r["n"]) for m in models.values() for r in m["buckets"]})
     return [[f"{lo}-{hi - 1}", str(n), *(next((form.format(r[key]["mean"]) for r in m["buckets"]
