@@ -303,6 +303,10 @@ class DecodeConfig:
 
     beam: int = 5
     length_penalty: float = 1.0  # GNMT alpha; 0 disables
+    # GNMT beta (Wu et al. 2016): beam search adds beta * sum_j log(min(attention received by source word j, 1))
+    # to each finished hypothesis's score, so outputs that leave source words unread lose; 0 disables.
+    # Models without attention (seq2seq) have no coverage: it does not apply to them.
+    coverage_penalty: float = 0.0
     max_len_a: float = 1.5  # maximum output length = a * source length + b
     max_len_b: int = 10
     max_len_cap: Optional[int] = None  # absolute cap on the output length
@@ -319,6 +323,7 @@ class DecodeConfig:
     def __post_init__(self) -> None:
         check_range("decode.beam", self.beam, 1, 100)
         check_range("decode.length_penalty", self.length_penalty, 0.0, 10.0)
+        check_range("decode.coverage_penalty", self.coverage_penalty, 0.0, 10.0)
         check_range("decode.batch_size", self.batch_size, 1, None)
         check_range("decode.workers", self.workers, 1, None)
         check_range("decode.min_len", self.min_len, 0, self.max_len_cap)

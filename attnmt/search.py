@@ -14,8 +14,12 @@ Conventions shared by both searches:
   scored EOS step.
 * PAD and BOS are never generated (their log probs are set to -inf); UNK may be.
 * ``log_prob`` is the sum of the model's log probs of the tokens and of the final EOS;
-  ``score = log_prob / lp(len(tokens) + 1)`` with the GNMT length penalty
-  ``lp(n) = ((5 + n) / 6) ** alpha`` (the length counts the EOS; alpha 0 disables it).
+  ``score = log_prob / lp(len(tokens) + 1) + cp`` with the GNMT length penalty
+  ``lp(n) = ((5 + n) / 6) ** alpha`` (the length counts the EOS; alpha 0 disables it) and, in beam search,
+  the GNMT coverage penalty ``cp = beta * sum_j log(min(sum_i alpha_ij, 1))`` over the source words j
+  (Wu et al. 2016, eq. 14; ``alpha_ij`` the attention of output step i, the EOS step included). It is 0
+  when beta is 0 or the model returns no attention; a source word no step attended to at all counts as
+  coverage ``COVERAGE_FLOOR`` (not log 0).
 * ``attention`` is ``[len(tokens) + 1, S_i]`` (one row per generated token including the EOS step,
   columns trimmed to the sentence's real source length), on the CPU; ``None`` for a model whose
   ``decode_step`` returns no attention.
@@ -39,7 +43,7 @@ from attnmt.errors import UserError
 from attnmt.models.protocols import TranslationModel
 
 __all__ = ["Hypothesis", "greedy_search", "beam_search", "left_to_right", "length_penalty_factor",
-           "max_output_lengths"]
+           "coverage_penalty_term", "max_output_lengths"]
 
 
 @dataclass
@@ -47,7 +51,7 @@ class Hypothesis:
     """One output sentence: token ids without BOS/EOS, its scores and its attention."""
 
     tokens: list[int]
-    score: float  # length-penalised log prob (see the module docstring)
+    score: float  # length-penalised log prob, plus the coverage penalty (see the module docstring)
     log_prob: float  # sum of the log probs of the tokens and of the final EOS
     attention: Tensor | None  # [len(tokens) + 1, S_i] on the CPU, or None
 
@@ -60,6 +64,19 @@ def length_penalty_factor(length: int | float, alpha: float) -> float:
     if alpha == 0:
         return 1.0
     return ((5.0 + length) / 6.0) ** alpha
+
+
+COVERAGE_FLOOR = 1e-10  # the coverage a never-attended source word counts as in coverage_penalty_term
+
+
+def coverage_penalty_term(coverage: Tensor, beta: float) -> Tensor:
+    """GNMT's ``cp = beta * sum_j log(min(coverage_j, 1))`` over the last dimension (Wu et al. 2016, eq. 14).
+
+    ``coverage[..., j] = sum_i alpha_ij``: the attention source word j received over the output steps. Each
+    word is rewarded up to a total of 1 and no further, so a hypothesis that leaves source words unread
+    scores lower; 0 when every word got at least 1. Columns that are not source words must hold 1.
+    """
+    return beta * coverage.clamp(COVERAGE_FLOOR, 1.0).log().sum(-1)
 
 
 def max_output_lengths(src_len: list[int], max_len_a: float, max_len_b: float,
@@ -142,11 +159,12 @@ def _best_per_row(x: Tensor, k: int) -> tuple[Tensor, Tensor]:
 
 
 def _add_finished(results: list[list[Hypothesis]], rows: Tensor, sentences: list[int], log_probs: list[float],
-                  tokens: Tensor, attn: Tensor | None, lengths: list[int], alpha: float) -> None:
+                  tokens: Tensor, attn: Tensor | None, lengths: list[int], alpha: float, beta: float = 0.0) -> None:
     """Append to ``results[sentences[j]]`` the finished hypothesis of row ``rows[j]`` with log prob ``log_probs[j]``.
 
     Its tokens come without the final EOS, its attention rows with it (columns trimmed to the source, on
     the CPU). One pass for all the rows that finish at a step: the per-hypothesis work is Python's.
+    ``alpha``: the length penalty; ``beta``: the coverage penalty (see the module docstring).
     """
     hyp_tokens = tokens.index_select(0, rows)[:, :-1].tolist()
     hyp_attn = None
@@ -156,6 +174,8 @@ def _add_finished(results: list[list[Hypothesis]], rows: Tensor, sentences: list
     for j, i in enumerate(sentences):
         attention = None if hyp_attn is None else hyp_attn[j, :, : lengths[i]]  # disjoint views of one tensor
         score = log_probs[j] / length_penalty_factor(len(hyp_tokens[j]) + 1, alpha)
+        if beta and attention is not None:
+            score += float(coverage_penalty_term(attention.sum(0), beta))
         results[i].append(Hypothesis(hyp_tokens[j], score, log_probs[j], attention))
 
 
@@ -332,7 +352,7 @@ class _Beam:
         return parent, tok
 
     def finish(self, tok: Tensor, K: int, finished: list[list[Hypothesis]], n_best: int, lengths: list[int],
-               length_penalty: float) -> None:
+               length_penalty: float, coverage_beta: float) -> None:
         """Candidates ending in EOS are finished hypotheses; their rows die (log prob -inf)."""
         n = self.sent.numel()
         is_eos = (tok == EOS_ID).view(n, K)
@@ -340,22 +360,32 @@ class _Beam:
         if bool(new_finished.any()):
             rows = new_finished.view(-1).nonzero().flatten()  # sentence-major, as nonzero() orders (a, k)
             _add_finished(finished, rows, self.sent[rows // K].tolist(), self.cum.view(-1)[rows].tolist(),
-                          self.tokens, self.attn, lengths, length_penalty)
+                          self.tokens, self.attn, lengths, length_penalty, coverage_beta)
             for a in new_finished.any(1).nonzero().flatten().tolist():
                 scores = sorted((h.score for h in finished[int(self.sent[a])]), reverse=True)
                 if len(scores) >= n_best:
                     self.worst_kept[a] = scores[n_best - 1]
         self.cum = self.cum.masked_fill(is_eos, float("-inf"))
 
-    def settled(self, step: int, lp_longest: Tensor, length_penalty: float, stopping: str) -> Tensor:
-        """[n] True for a sentence with nothing live, or no live hypothesis that can beat its worst kept one."""
+    def settled(self, step: int, lp_longest: Tensor, length_penalty: float, stopping: str, src_len: Tensor,
+                coverage_beta: float) -> Tensor:
+        """[n] True for a sentence with nothing live, or no live hypothesis that can beat its worst kept one.
+
+        The coverage penalty only rises towards 0 as rows are added, so "exact" bounds it by 0; "early"
+        takes each live hypothesis's penalty as it stands (``src_len`` [B]: every sentence's source length).
+        """
         live = torch.isfinite(self.cum)
         lp_now = length_penalty_factor(step + 2, length_penalty)  # live ones hold step+1 tokens
         if stopping == "exact":  # the largest divisor a live hypothesis can still reach
             divisor: Tensor | float = lp_longest[self.sent].clamp(min=lp_now).unsqueeze(1)
         else:  # "early": as if each live hypothesis ended now
             divisor = lp_now
-        bound = (self.cum / divisor).masked_fill(~live, float("-inf")).max(dim=1).values
+        bound = self.cum / divisor
+        if stopping == "early" and coverage_beta and self.attn is not None:
+            coverage = self.attn.sum(1).view(bound.size(0), bound.size(1), -1)  # [n, K, S]
+            beyond = torch.arange(coverage.size(2), device=coverage.device) >= src_len[self.sent].view(-1, 1, 1)
+            bound = bound + coverage_penalty_term(coverage.masked_fill(beyond, 1.0), coverage_beta)
+        bound = bound.masked_fill(~live, float("-inf")).max(dim=1).values
         return ~live.any(dim=1) | (self.worst_kept >= bound)
 
     def keep_unsettled(self, done: Tensor, parent: Tensor, tok: Tensor, K: int) -> tuple[Tensor, Tensor]:
@@ -384,7 +414,7 @@ class _Beam:
 def beam_search(model: TranslationModel, src: Tensor, src_len: Tensor, beam_size: int = 5, n_best: int = 1,
                 length_penalty: float = 1.0, max_len_a: float = 1.5, max_len_b: float = 10,
                 max_len_cap: int | None = None, stopping: str = "exact", min_len: int = 0,
-                no_repeat_ngram: int = 0) -> list[list[Hypothesis]]:
+                no_repeat_ngram: int = 0, coverage_penalty: float = 0.0) -> list[list[Hypothesis]]:
     """Batched beam search: per sentence its ``n_best`` best hypotheses, best score first.
 
     Each step expands the live hypotheses of every sentence and keeps the ``beam_size`` best
@@ -406,8 +436,14 @@ def beam_search(model: TranslationModel, src: Tensor, src_len: Tensor, beam_size
     The first step expands each sentence's one empty hypothesis; only then does a sentence hold
     ``beam_size`` rows. With ``beam_size`` 1 this is exactly :func:`greedy_search` (tokens and scores).
     ``min_len``, ``no_repeat_ngram``: :mod:`attnmt.constraints` (a banned expansion is never a candidate).
+
+    ``coverage_penalty`` (GNMT's beta, 0: off) adds ``cp`` (the module docstring) to each finished
+    hypothesis's score, so that one which has left source words unread loses to one that has read them:
+    the candidates are still ranked by log prob, the penalty decides among the finished ones.
     """
     _check_beam_options(beam_size, n_best, stopping)
+    if coverage_penalty < 0:
+        raise UserError(f"search: coverage_penalty must be 0 (off) or more, got {coverage_penalty}")
     check_constraints(min_len, no_repeat_ngram)
     lengths = _check_inputs(src, src_len)
     batch_size = len(lengths)
@@ -427,8 +463,8 @@ def beam_search(model: TranslationModel, src: Tensor, src_len: Tensor, beam_size
         for step in range(int(max_lens.max()) + 1):
             log_probs, alpha = beam.step_log_probs(model, max_lens[beam.sent] == step, min_lens, no_repeat_ngram)
             parent, tok = beam.expand(log_probs, alpha, K)
-            beam.finish(tok, K, finished, n_best, lengths, length_penalty)
-            done = beam.settled(step, lp_longest, length_penalty, stopping)
+            beam.finish(tok, K, finished, n_best, lengths, length_penalty, coverage_penalty)
+            done = beam.settled(step, lp_longest, length_penalty, stopping, src_len, coverage_penalty)
             if bool(done.all()):
                 break
             parent, tok = beam.keep_unsettled(done, parent, tok, K)

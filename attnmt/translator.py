@@ -85,7 +85,8 @@ class Translator:
                   length_penalty: float | None = None, batch_tokens: int = 2000,
                   batch_size: int | None = None, workers: int = 1,
                   stopping: str | None = None, min_len: int | None = None, no_repeat_ngram: int | None = None,
-                  max_len: int | None = None, sampling: "Sampling | None" = None) -> list[Translation]:
+                  max_len: int | None = None, sampling: "Sampling | None" = None,
+                  coverage_penalty: float | None = None) -> list[Translation]:
         """Translate sentences; the result keeps the input order.
 
         Sentences of similar length are decoded together, at most ``batch_size`` (default
@@ -98,9 +99,12 @@ class Translator:
         ``min_len``, ``no_repeat_ngram`` (default ``decode.*``): :mod:`attnmt.constraints`; ``max_len``: a cap on
         the output length (default ``decode.max_len_cap``). ``sampling`` (:class:`attnmt.sampling.Sampling`):
         draw ``n_best`` samples per sentence instead of searching (no beam), seeded per batch.
+        ``length_penalty``, ``coverage_penalty`` (default ``decode.*``): GNMT's alpha and beta
+        (:mod:`attnmt.search`); the coverage penalty needs a model with attention and applies to beam search.
         """
         d = self.config.decode
         extra = self._extra_settings(beam, n_best, min_len, no_repeat_ngram, max_len, sampling)
+        extra["coverage_penalty"] = self._coverage_beta(coverage_penalty, sampling)
         beam = n_best if sampling is not None else d.beam if beam is None else beam
         length_penalty = d.length_penalty if length_penalty is None else length_penalty
         stopping = d.stopping if stopping is None else stopping
@@ -174,17 +178,34 @@ class Translator:
             raise UserError(f"n_best={n_best} is out of range; allowed: 1 to 100 samples per sentence")
         return extra
 
+    def _coverage_beta(self, coverage_penalty: float | None, sampling) -> float:
+        """The coverage penalty to search with: asked for (or decode.coverage_penalty), and checked."""
+        given = coverage_penalty is not None
+        beta = self.config.decode.coverage_penalty if coverage_penalty is None else coverage_penalty
+        if beta < 0:
+            raise UserError(f"coverage_penalty={beta} is out of range; allowed: 0 (off) or more, e.g. 0.2")
+        if beta and not self.has_attention:
+            if given:
+                raise UserError(f"coverage_penalty={beta}: a {self.model_type} model has no attention to measure "
+                                "coverage with; leave it at 0 for this model")
+            return 0.0  # decode.coverage_penalty of a config shared with attention models
+        if beta and sampling is not None and given:
+            raise UserError("coverage_penalty with sampling: the penalty ranks the finished hypotheses of beam "
+                            "search; use one of them")
+        return 0.0 if sampling is not None else beta
+
     def _search(self, src, src_len, beam_size: int, n_best: int, stopping: str, sampling=None, batch_index: int = 0,
-                **kwargs):
+                coverage_penalty: float = 0.0, **kwargs):
         if sampling is not None:  # a generator per batch: the same samples in any worker process
             from attnmt.sampling import sample_search
 
             generator = torch.Generator(device=src.device).manual_seed((sampling.seed << 20) + batch_index)
             return sample_search(self.model, src, src_len, n_samples=n_best, sampling=sampling, generator=generator,
                                  **kwargs)
-        if beam_size == 1 and n_best == 1:  # the same output as beam search's, faster
+        if beam_size == 1 and n_best == 1 and not coverage_penalty:  # the same output as beam search's, faster
             return greedy_search(self.model, src, src_len, **kwargs)
-        return beam_search(self.model, src, src_len, beam_size=beam_size, n_best=n_best, stopping=stopping, **kwargs)
+        return beam_search(self.model, src, src_len, beam_size=beam_size, n_best=n_best, stopping=stopping,
+                           coverage_penalty=coverage_penalty, **kwargs)
 
     def _translation(self, source: str, src_tokens: list[str], hyp) -> Translation:
         attention = hyp.attention.float().cpu().numpy() if hyp.attention is not None else None

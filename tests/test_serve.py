@@ -142,7 +142,8 @@ def test_chinese_text_round_trips(client):
 
 def test_min_len_and_no_repeat_ngram_match_the_translator(client, tiny_model):
     translator = load(tiny_model)
-    for options in ({"min_len": 6}, {"no_repeat_ngram": 1}, {"min_len": 5, "no_repeat_ngram": 2, "beam": 1}):
+    for options in ({"min_len": 6}, {"no_repeat_ngram": 1}, {"min_len": 5, "no_repeat_ngram": 2, "beam": 1},
+                    {"coverage_penalty": 0.4, "length_penalty": 0.2}, {"coverage_penalty": 1.0, "beam": 1}):
         expected = translator.translate([SENTENCE], **{"beam": 3, **options})[0]
         status, body = post(client, {"text": SENTENCE, **options})
         assert status == 200, body
@@ -238,6 +239,9 @@ BAD_REQUESTS = [
     ({"text": SENTENCE, "sample": True, "temperature": "hot"}, 422, "temperature", "number"),
     ({"text": SENTENCE, "sample": True, "seed": -1}, 422, "seed", "greater than or equal to 0"),
     ({"text": SENTENCE, "sample": True, "beam": 3}, 422, "beam", "beam=3 with sample"),
+    ({"text": SENTENCE, "coverage_penalty": -0.1}, 422, "coverage_penalty", "greater than or equal to 0"),
+    ({"text": SENTENCE, "length_penalty": "long"}, 422, "length_penalty", "number"),
+    ({"text": SENTENCE, "sample": True, "coverage_penalty": 0.2}, 422, "coverage_penalty", "leave it out to sample"),
     ({"text": SENTENCE, "sample": True, "n_best": 11}, 422, "n_best", "allowed: 1 to 10"),
     ({}, 422, "text", "exactly one"),
     ({"text": SENTENCE, "texts": [SENTENCE]}, 422, "text", "exactly one"),
@@ -476,7 +480,8 @@ def test_openapi_lists_the_endpoints_and_request_fields(client):
     assert op["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith("/TranslateRequest")
     request = schema["components"]["schemas"]["TranslateRequest"]
     assert set(request["properties"]) == {"text", "texts", "beam", "n_best", "model", "attention", "attention_heads",
-                                          "alignment", "alignment_method", "min_len", "no_repeat_ngram", "sample",
+                                          "alignment", "alignment_method", "min_len", "no_repeat_ngram",
+                                          "length_penalty", "coverage_penalty", "sample",
                                           "top_k", "top_p", "temperature", "seed"}
     assert request["additionalProperties"] is False
     translation = schema["components"]["schemas"]["Translation"]

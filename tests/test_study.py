@@ -24,6 +24,7 @@ from attnmt.study import (
     study_from_dict,
 )
 from attnmt.study.data import _multi30k_long_splits
+from attnmt.translator import load
 from tests.conftest import tiny_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -234,6 +235,31 @@ def test_tiny_study_report_and_reuse(tmp_path, tiny_corpus, tiny_model):
     path.write_text(yaml.safe_dump(raw), encoding="utf-8")
     with pytest.raises(UserError, match="--retrain"):
         run_study(path, out=out, quiet=True)
+
+
+def test_a_study_can_score_the_models_of_another(tmp_path, tiny_corpus, tiny_model):
+    """models_from: the owner's data, models and seeds, trained (here: reused) in its own folder; only the
+    scoring changes (beam 3 with a coverage penalty), and its evaluations are kept apart from the owner's."""
+    path = write_tiny_study(tmp_path, tiny_corpus, tiny_model)
+    owner = run_study(path, out=tmp_path / "study-tiny", quiet=True)
+    scoring = tmp_path / "tiny_coverage.yaml"
+    scoring.write_text(yaml.safe_dump({"models_from": "tiny.yaml", "name": "tiny_coverage",
+                                       "evaluation": {"beam": 3, "coverage_penalty": 0.5}}), encoding="utf-8")
+    study = load_study(scoring)
+    assert study.models_from == str(path.resolve()) and study.evaluation.bucket_edges == [3, 6, 11]
+    result = run_study(scoring, out=tmp_path / "study-tiny_coverage", quiet=True)
+    assert {r["action"] for r in result.summary["runs"]} == {"given", "reused"}
+    assert {r["model_dir"] for r in result.summary["runs"]} == {r["model_dir"] for r in owner.summary["runs"]}
+    assert result.summary["models_from"] == str(path.resolve()) and owner.summary["models_from"] is None
+    evals = json.loads((tmp_path / "study-tiny_coverage" / "evals" / "rnnsearch-seed1.json").read_text("utf-8"))
+    sources = (tiny_corpus / "test.src").read_text(encoding="utf-8").splitlines()
+    translations = load(tiny_model).translate(sources, beam=3, coverage_penalty=0.5)
+    assert evals["hypotheses"] == [t.text for t in translations]
+    assert (tmp_path / "study-tiny" / "evals" / "rnnsearch-seed1.json").is_file()  # the owner's, untouched
+
+    scoring.write_text(yaml.safe_dump({"models_from": "tiny.yaml", "seeds": [7]}), encoding="utf-8")
+    with pytest.raises(UserError, match="models_from takes seeds from tiny.yaml; remove seeds here"):
+        load_study(scoring)
 
 
 def test_study_command_errors_are_one_line(tmp_path, capsys):

@@ -59,6 +59,13 @@ def add_decode_args(p) -> None:
                         "(default: decode.min_len, 0)")
     p.add_argument("--no-repeat-ngram", type=int, default=None, metavar="N",
                    help="no N-gram occurs twice in an output (default: decode.no_repeat_ngram, 0 = off)")
+    p.add_argument("--length-penalty", type=float, default=None, metavar="ALPHA",
+                   help="GNMT length penalty: scores are log prob / ((5 + length) / 6) ** ALPHA "
+                        "(default: decode.length_penalty, 1; 0 = off)")
+    p.add_argument("--coverage-penalty", type=float, default=None, metavar="BETA",
+                   help="beam search: GNMT coverage penalty, BETA * sum over source words of log(min(attention "
+                        "received, 1)), against outputs that leave source words unread, e.g. 0.2 "
+                        "(default: decode.coverage_penalty, 0 = off; models with attention)")
     p.add_argument("--max-len", type=int, default=None,
                    help="at most N output tokens (default: decode.max_len_cap, none beyond a * src + b)")
     p.add_argument("--sample", action="store_true",
@@ -95,7 +102,8 @@ def decoding(args) -> dict:
                             temperature=1.0 if args.temperature is None else args.temperature, seed=args.seed or 0)
     elif given:
         raise UserError(f"{given[0]} belongs to --sample; add --sample or leave it out")
-    return dict(min_len=args.min_len, no_repeat_ngram=args.no_repeat_ngram, max_len=args.max_len, sampling=sampling)
+    return dict(min_len=args.min_len, no_repeat_ngram=args.no_repeat_ngram, max_len=args.max_len, sampling=sampling,
+                length_penalty=args.length_penalty, coverage_penalty=args.coverage_penalty)
 
 
 def workers(args, translator) -> int:

@@ -148,7 +148,8 @@ def _resolve(request: TranslateRequest, served: Mapping[str, ServedModel], defau
         raise ApiError(422, "alignment", f"model {model.name!r} is a {model.info.model_type} model, which has no "
                                          "attention to read word links from")
     job = next(_SAMPLING_JOBS) if sampling is not None else 0  # a sampling request is decoded on its own
-    return model, texts, BatchKey(model.name, beam, request.n_best, min_len, no_repeat_ngram, sampling, job)
+    return model, texts, BatchKey(model.name, beam, request.n_best, min_len, no_repeat_ngram, sampling, job,
+                                  *_penalties(request, model, sampling))
 
 
 def _search(request: TranslateRequest, model: ServedModel, limits: Limits) -> tuple[int, Sampling | None]:
@@ -173,6 +174,20 @@ def _search(request: TranslateRequest, model: ServedModel, limits: Limits) -> tu
     return 1, Sampling(top_k=request.top_k or 0, top_p=1.0 if request.top_p is None else request.top_p,
                        temperature=1.0 if request.temperature is None else request.temperature,
                        seed=request.seed or 0)
+
+
+def _penalties(request: TranslateRequest, model: ServedModel, sampling: Sampling | None) -> tuple[float, float]:
+    """length_penalty and coverage_penalty: the request's, else the model's decode.* defaults."""
+    decode = model.translator.config.decode
+    alpha = decode.length_penalty if request.length_penalty is None else request.length_penalty
+    if request.coverage_penalty and not model.info.has_attention:
+        raise ApiError(422, "coverage_penalty", f"model {model.name!r} is a {model.info.model_type} model, which "
+                                                "has no attention to measure coverage with; leave it out or 0")
+    if request.coverage_penalty and sampling is not None:
+        raise ApiError(422, "coverage_penalty", "coverage_penalty ranks the finished hypotheses of beam search; "
+                                                "leave it out to sample")
+    beta = decode.coverage_penalty if request.coverage_penalty is None else request.coverage_penalty
+    return alpha, 0.0 if sampling is not None or not model.info.has_attention else beta
 
 
 def _constraints(request: TranslateRequest, model: ServedModel) -> tuple[int, int]:

@@ -54,6 +54,8 @@ class BatchKey(NamedTuple):
     no_repeat_ngram: int = 0
     sampling: Sampling | None = None
     job: int = 0
+    length_penalty: float = 1.0
+    coverage_penalty: float = 0.0
 
 
 class Item(NamedTuple):
@@ -143,7 +145,8 @@ def decode_batch(models: Mapping[str, ServedModel], key: BatchKey, items: list[I
     translator = models[key.model].translator
     outputs = translator.translate([item.text for item in items], beam=None if key.sampling else key.beam,
                                    n_best=key.n_best, min_len=key.min_len, no_repeat_ngram=key.no_repeat_ngram,
-                                   sampling=key.sampling)
+                                   sampling=key.sampling, length_penalty=key.length_penalty,
+                                   coverage_penalty=key.coverage_penalty)
     wants_heads = [i for i, item in enumerate(items) if item.heads and outputs[i].src_tokens]
     heads = dict(zip(wants_heads, head_attention(translator, [outputs[i] for i in wants_heads])))
     for method in {item.alignment for item in items if item.alignment}:

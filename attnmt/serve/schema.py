@@ -67,6 +67,12 @@ class TranslateRequest(BaseModel):
                                                            "minimum); default: the model's decode.min_len")
     no_repeat_ngram: Optional[int] = Field(None, ge=0, description="no n-gram of this many tokens twice in an "
                                                                    "output (0: off); default: the model's")
+    length_penalty: Optional[float] = Field(None, ge=0, le=10, allow_inf_nan=False,
+                                            description="GNMT's alpha (0: off); default: the model's")
+    coverage_penalty: Optional[float] = Field(None, ge=0, le=10, allow_inf_nan=False,
+                                              description="beam search: GNMT's beta, against outputs that leave "
+                                                          "source words unattended (0: off); models with "
+                                                          "attention; default: the model's")
     sample: bool = Field(False, description="draw each token from the model's distribution instead of searching "
                                             "(beam 1; n_best samples per sentence)")
     top_k: Optional[int] = Field(None, ge=0, description="with sample: draw among the k most likely tokens "

@@ -90,6 +90,7 @@ def _result(study, path, command, seconds: float, execute_seconds: float, jobs: 
     workers_cpu = sum(o["training"]["cpu_seconds"] + o["evaluation_cpu_seconds"] for o in outcomes) if jobs > 1 else 0
     return {
         "study": study.name, "config": study.path, "command": command or f"attnmt study {path}",
+        "models_from": study.models_from,
         "seconds": seconds,
         "timing": {"train_and_evaluate_seconds": execute_seconds, "jobs": jobs,
                    "cpu_seconds_this_time": time.process_time() - cpu_started + workers_cpu},
@@ -118,16 +119,26 @@ class Executed:
     execute_seconds: float
 
 
+def training_study(study: Study, out: Path) -> tuple[Study, Path]:
+    """The study whose models ``study`` evaluates, and its output folder: itself, or its ``models_from``
+    study in ``runs/study-<name>`` beside ``out`` (where that study trains and keeps them)."""
+    if not study.models_from:
+        return study, out
+    owner = load_study(study.models_from)
+    return owner, out.parent / f"study-{owner.name}"
+
+
 def execute_study(study: Study, out: Path, retrain: bool = False, jobs: int = 1, say=None) -> Executed:
     """Write the study's data into ``out``, then train (what is missing) and measure every run."""
     say = say or (lambda *a: None)
     started = time.perf_counter()
     out.mkdir(parents=True, exist_ok=True)
-    data = prepare_data(study, out)
+    trainer, train_out = training_study(study, out)
+    data = prepare_data(trainer, train_out)
     say(f"study {study.name}: data in {data.directory} ({data.summary['train']['pairs']} training pairs, test "
         f"{data.summary['test']['min_words']}-{data.summary['test']['max_words']} words); output {out}")
     bucket_edges_for(study, data.test_lengths)  # fail now, not after training, if the buckets do not fit
-    runs = plan_runs(study, out, data)
+    runs = plan_runs(trainer, train_out, data)
     gold_sets(study, data)  # likewise for unreadable gold files
     data_seconds = time.perf_counter() - started
     outcomes = _execute(runs, data, study, out, retrain, jobs, say)

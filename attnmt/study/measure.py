@@ -38,6 +38,14 @@ def _eval_key(run: Run, data: StudyData, study: Study) -> str:
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def translate_for_study(translator, study: Study, sources: list[str]) -> list[str]:
+    """The study's translations of ``sources``: its beam and penalties (coverage for models with attention)."""
+    ev = study.evaluation
+    coverage = ev.coverage_penalty if translator.has_attention else None
+    return [t.text for t in translator.translate(sources, beam=ev.beam, length_penalty=ev.length_penalty,
+                                                 coverage_penalty=coverage)]
+
+
 def teacher_forced_stats(translator, sources: list[str], targets: list[str], width: int) -> dict:
     """Test perplexity and next-token accuracy by target position, with teacher forcing."""
     import torch.nn.functional as F
@@ -117,7 +125,7 @@ def evaluate_run(run: Run, data: StudyData, study: Study, out: Path) -> dict:
     ev = study.evaluation
     translator = load(run.model_dir, checkpoint=ev.checkpoint)
     started = time.perf_counter()
-    hypotheses = [t.text for t in translator.translate(data.test_src, beam=ev.beam)]
+    hypotheses = translate_for_study(translator, study, data.test_src)
     decode_seconds = time.perf_counter() - started
     lengths = data.test_lengths
     buckets = bleu_by_length(lengths, hypotheses, data.test_tgt, edges=bucket_edges_for(study, lengths),
@@ -156,7 +164,7 @@ def measure_test_set(translator, study: Study, sources: list[str], references: l
     from attnmt.evaluate import bleu_by_length, corpus_scores
 
     ev = study.evaluation
-    hypotheses = [t.text for t in translator.translate(sources, beam=ev.beam)]
+    hypotheses = translate_for_study(translator, study, sources)
     lengths = [len(s.split()) for s in sources]
     buckets = bleu_by_length(lengths, hypotheses, references, edges=bucket_edges_for(study, lengths, clip=True),
                              tokenize=ev.bleu_tokenize, bootstrap=ev.bootstrap, confidence=ev.confidence, seed=seed)

@@ -141,12 +141,17 @@ class EvaluationSection:
     confidence: float = 0.95
     position_width: int = 10  # target positions per group in the accuracy-by-position figure
     checkpoint: str = "best"  # the checkpoint each model is scored with: best (lowest validation loss) or last
+    length_penalty: Optional[float] = None  # GNMT alpha for beam search (None: each model's decode.length_penalty)
+    coverage_penalty: float = 0.0  # GNMT beta for beam search, for the models with attention (attnmt.search)
 
     def __post_init__(self) -> None:
         check_range("evaluation.beam", self.beam, 1, 100)
         check_range("evaluation.bootstrap", self.bootstrap, 0, None)
         check_range("evaluation.confidence", self.confidence, 0.5, 0.999)
         check_range("evaluation.position_width", self.position_width, 1, None)
+        check_range("evaluation.coverage_penalty", self.coverage_penalty, 0.0, 10.0)
+        if self.length_penalty is not None:
+            check_range("evaluation.length_penalty", self.length_penalty, 0.0, 10.0)
 
 
 @dataclass
@@ -196,6 +201,10 @@ class Study:
     evaluation: EvaluationSection = field(default_factory=EvaluationSection)
     heatmaps: HeatmapSection = field(default_factory=HeatmapSection)
     alignment: AlignmentSection = field(default_factory=AlignmentSection)
+    # Another study file whose trained models this one evaluates: its data, models, seeds and defaults are
+    # taken (as with base:) and trained, if missing, in its own folder (runs/study-<its name>); this file
+    # changes only how they are scored (evaluation, heatmaps, alignment). Absolute once loaded.
+    models_from: Optional[str] = None
     path: Optional[str] = None  # where the study was read from (set by load_study, not by the YAML)
 
 
@@ -281,12 +290,33 @@ def read_study_yaml(path: Path, seen: tuple[Path, ...] = ()) -> dict:
     mappings merge key by key, and anything else (a list of models, a number) replaces the base's.
     Paths in the merged study are read relative to the file that is loaded, as if written there."""
     raw = read_yaml(path, "study", f"study config not found: {path}; pass a study YAML (see studies/)")
+    if isinstance(raw, dict) and "models_from" in raw:
+        return _read_models_from(path, raw, seen)
     if not isinstance(raw, dict) or "base" not in raw:
         return raw
     base = resolve_path(str(raw.pop("base")), path.parent).resolve()
     if base in seen or base == path.resolve():
         raise UserError(f"{path}: base: {base} is already one of this study's bases; remove the loop")
     return deep_merge(read_study_yaml(base, (*seen, path.resolve())), raw)
+
+
+TRAINING_KEYS = ("base", "data", "models", "seeds", "defaults")  # what a models_from study takes from its owner
+
+
+def _read_models_from(path: Path, raw: dict, seen: tuple[Path, ...]) -> dict:
+    """A ``models_from`` study's mapping: its owner's, with this file's scoring on top (see Study.models_from)."""
+    owner = resolve_path(str(raw.pop("models_from")), path.parent).resolve()
+    given = [key for key in TRAINING_KEYS if key in raw]
+    if given:
+        raise UserError(f"{path}: models_from takes {given[0]} from {owner.name}; remove {given[0]} here, or "
+                        "drop models_from to train models of this study's own")
+    if owner in seen or owner == path.resolve():
+        raise UserError(f"{path}: models_from: {owner} is already one of this study's bases; remove the loop")
+    owner_raw = read_study_yaml(owner, (*seen, path.resolve()))
+    merged = deep_merge(owner_raw, raw)
+    # the models belong to the study that trains them: the owner's own owner, if it has one
+    merged["models_from"] = owner_raw.get("models_from") or str(owner)
+    return merged
 
 
 def load_study(path: str | Path) -> Study:
