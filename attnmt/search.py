@@ -284,13 +284,15 @@ def left_to_right(model: TranslationModel, src: Tensor, src_len: Tensor, choose,
 # -------------------------------------------------------------------------------------------- beam
 
 
-def _check_beam_options(beam_size: int, n_best: int, stopping: str) -> None:
+def _check_beam_options(beam_size: int, n_best: int, stopping: str, coverage_penalty: float) -> None:
     if beam_size < 1:
         raise UserError(f"search: beam_size must be at least 1, got {beam_size}")
     if not 1 <= n_best <= beam_size:
         raise UserError(f"search: n_best must be between 1 and beam_size ({beam_size}), got {n_best}")
     if stopping not in STOPPING_RULES:
         raise UserError(f"search: stopping must be one of {STOPPING_RULES}, got {stopping!r}")
+    if coverage_penalty < 0:
+        raise UserError(f"search: coverage_penalty must be 0 (off) or more, got {coverage_penalty}")
 
 
 @dataclass
@@ -436,14 +438,10 @@ def beam_search(model: TranslationModel, src: Tensor, src_len: Tensor, beam_size
     The first step expands each sentence's one empty hypothesis; only then does a sentence hold
     ``beam_size`` rows. With ``beam_size`` 1 this is exactly :func:`greedy_search` (tokens and scores).
     ``min_len``, ``no_repeat_ngram``: :mod:`attnmt.constraints` (a banned expansion is never a candidate).
-
     ``coverage_penalty`` (GNMT's beta, 0: off) adds ``cp`` (the module docstring) to each finished
-    hypothesis's score, so that one which has left source words unread loses to one that has read them:
-    the candidates are still ranked by log prob, the penalty decides among the finished ones.
+    hypothesis's score: candidates are still ranked by log prob, the penalty decides among finished ones.
     """
-    _check_beam_options(beam_size, n_best, stopping)
-    if coverage_penalty < 0:
-        raise UserError(f"search: coverage_penalty must be 0 (off) or more, got {coverage_penalty}")
+    _check_beam_options(beam_size, n_best, stopping, coverage_penalty)
     check_constraints(min_len, no_repeat_ngram)
     lengths = _check_inputs(src, src_len)
     batch_size = len(lengths)
