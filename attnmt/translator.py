@@ -104,7 +104,7 @@ class Translator:
         """
         d = self.config.decode
         extra = self._extra_settings(beam, n_best, min_len, no_repeat_ngram, max_len, sampling)
-        extra["coverage_penalty"] = self._coverage_beta(coverage_penalty, sampling)
+        extra["coverage_penalty"] = self.coverage_beta(coverage_penalty, sampling)
         beam = n_best if sampling is not None else d.beam if beam is None else beam
         length_penalty = d.length_penalty if length_penalty is None else length_penalty
         stopping = d.stopping if stopping is None else stopping
@@ -178,8 +178,10 @@ class Translator:
             raise UserError(f"n_best={n_best} is out of range; allowed: 1 to 100 samples per sentence")
         return extra
 
-    def _coverage_beta(self, coverage_penalty: float | None, sampling) -> float:
-        """The coverage penalty to search with: asked for (or decode.coverage_penalty), and checked."""
+    def coverage_beta(self, coverage_penalty: float | None, sampling=None) -> float:
+        """The coverage penalty to search with: asked for (or decode.coverage_penalty), and checked (UserError).
+
+        0 where it does not apply: with sampling, or for a model without attention when it comes from the config."""
         given = coverage_penalty is not None
         beta = self.config.decode.coverage_penalty if coverage_penalty is None else coverage_penalty
         if beta < 0:
@@ -191,7 +193,7 @@ class Translator:
             return 0.0  # decode.coverage_penalty of a config shared with attention models
         if beta and sampling is not None and given:
             raise UserError("coverage_penalty with sampling: the penalty ranks the finished hypotheses of beam "
-                            "search; use one of them")
+                            "search; leave it out to sample")
         return 0.0 if sampling is not None else beta
 
     def _search(self, src, src_len, beam_size: int, n_best: int, stopping: str, sampling=None, batch_index: int = 0,

@@ -20,6 +20,7 @@ from fastapi.staticfiles import StaticFiles
 
 from attnmt import __version__
 from attnmt.align import model_method
+from attnmt.errors import UserError
 from attnmt.sampling import Sampling
 from attnmt.serve.batching import DynamicBatcher
 from attnmt.serve.engine import BatchKey, Item, ServedModel, decode_batch, load_models, served_model
@@ -177,17 +178,15 @@ def _search(request: TranslateRequest, model: ServedModel, limits: Limits) -> tu
 
 
 def _penalties(request: TranslateRequest, model: ServedModel, sampling: Sampling | None) -> tuple[float, float]:
-    """length_penalty and coverage_penalty: the request's, else the model's decode.* defaults."""
+    """length_penalty and coverage_penalty: the request's, else the model's decode.* defaults (the translator's
+    checks, answered as a 422 before the request is queued)."""
     decode = model.translator.config.decode
     alpha = decode.length_penalty if request.length_penalty is None else request.length_penalty
-    if request.coverage_penalty and not model.info.has_attention:
-        raise ApiError(422, "coverage_penalty", f"model {model.name!r} is a {model.info.model_type} model, which "
-                                                "has no attention to measure coverage with; leave it out or 0")
-    if request.coverage_penalty and sampling is not None:
-        raise ApiError(422, "coverage_penalty", "coverage_penalty ranks the finished hypotheses of beam search; "
-                                                "leave it out to sample")
-    beta = decode.coverage_penalty if request.coverage_penalty is None else request.coverage_penalty
-    return alpha, 0.0 if sampling is not None or not model.info.has_attention else beta
+    try:
+        beta = model.translator.coverage_beta(request.coverage_penalty, sampling)
+    except UserError as e:
+        raise ApiError(422, "coverage_penalty", str(e)) from None
+    return alpha, beta
 
 
 def _constraints(request: TranslateRequest, model: ServedModel) -> tuple[int, int]:
@@ -219,8 +218,6 @@ def serve(model_specs: list[str], host: str = "127.0.0.1", port: int = 8000, *, 
     import pydantic
     import torch
     import uvicorn
-
-    from attnmt.errors import UserError
 
     try:
         limits = Limits(max_texts=max_texts, max_text_chars=max_text_chars, max_beam=max_beam)
