@@ -170,7 +170,7 @@ class ModelConfig:
     # (Bahdanau et al. 2014); luong: s_i queries after it, and the attentional vector h~_i = tanh(W_c [c_i; s_i])
     # feeds the output layer (Luong et al. 2015).
     decoder: Literal["bahdanau", "luong"] = "bahdanau"
-    score: str = "additive"  # rnnsearch: a name in attnmt.models.SCORES: additive | dot | general
+    score: str = "additive"  # rnnsearch: a name in attnmt.models.SCORES: additive | additive_coverage | dot | general
     attn_size: Optional[int] = None  # width of the additive score's layer (default hidden_size)
     input_feeding: bool = False  # decoder luong: feed the attentional vector to the next step
     # The older single key for decoder + score: bahdanau | luong_dot | luong_general | luong_concat.
@@ -355,7 +355,7 @@ ATTENTION_ALIASES = {"bahdanau": ("bahdanau", "additive"), "luong_dot": ("luong"
 
 def _check_applies(cfg: ModelConfig) -> None:
     """Refuse a model key that the chosen model type (or score, or decoder) does not read."""
-    from attnmt.models.registry import MODELS, model_class, score_class
+    from attnmt.models.registry import MODELS, SCORES, model_class, score_class
 
     cls = model_class(cfg.type)
     for f in dataclasses.fields(cfg):
@@ -365,9 +365,11 @@ def _check_applies(cfg: ModelConfig) -> None:
         raise UserError(f"config: model.{f.name} applies to {' and '.join(users) or 'no model type'}, not "
                         f"{cfg.type}: remove it")
     if "score" in cls.config_keys:
-        score_class(cfg.score)
-        if cfg.attn_size is not None and cfg.score != "additive":
-            raise UserError(f"config: model.attn_size applies to score additive, not {cfg.score}: remove it")
+        score = score_class(cfg.score)  # an unknown name: one line with the closest registered one
+        if cfg.attn_size is not None and not score.reads_attn_size:
+            readers = [name for name, score in SCORES.items() if score.reads_attn_size]
+            raise UserError(f"config: model.attn_size applies to score {' and '.join(readers)}, not {cfg.score}: "
+                            "remove it")
     if cfg.input_feeding and cfg.decoder != "luong":
         raise UserError("config: model.input_feeding applies to decoder luong, not bahdanau: remove it or set "
                         "model.decoder: luong")

@@ -92,7 +92,7 @@ def test_shipped_configs_load_and_name_their_languages(path):
     ("type: transformer\n  cell: gru", "model.cell applies to seq2seq and rnnsearch, not transformer"),
     ("type: rnnsearch\n  reverse_source: true", "model.reverse_source applies to seq2seq, not rnnsearch"),
     ("type: seq2seq\n  score: dot", "model.score applies to rnnsearch, not seq2seq"),
-    ("score: dot\n  attn_size: 8", "model.attn_size applies to score additive, not dot"),
+    ("score: dot\n  attn_size: 8", "model.attn_size applies to score additive and additive_coverage, not dot"),
     ("input_feeding: true", "model.input_feeding applies to decoder luong, not bahdanau"),
     ("score: dott", "model.score='dott' is unknown; did you mean 'dot'?"),
     ("type: rnnsearh", "model.type='rnnsearh' is unknown; did you mean 'rnnsearch'?"),

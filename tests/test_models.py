@@ -22,6 +22,8 @@ VARIANTS = [
     dict(type="rnnsearch", decoder="luong", score="dot"),
     dict(type="rnnsearch", decoder="luong", score="general", input_feeding=True),
     dict(type="rnnsearch", decoder="luong", score="additive", attn_size=12),
+    dict(type="rnnsearch", score="additive_coverage", attn_size=12),
+    dict(type="rnnsearch", decoder="luong", score="additive_coverage", input_feeding=True),
     dict(type="rnnsearch", enc_hidden_size=8),  # OpenNMT's brnn: half the decoder's size per direction
 ]
 

@@ -23,6 +23,7 @@ from attnmt.models.registry import register_score
 __all__ = [
     "AdditiveAttention",
     "Attention",
+    "CoverageAttention",
     "DotAttention",
     "GeneralAttention",
     "MultiHeadAttention",
@@ -87,6 +88,9 @@ class Attention(nn.Module, metaclass=abc.ABCMeta):
     """
 
     same_size = False  # True when the score needs the query exactly as wide as the keys
+    # True when the score reads the coverage C_{i-1,j} = sum_{k<i} alpha_kj (the decoder then keeps it in its state)
+    uses_coverage = False
+    reads_attn_size = False  # True when the score has a layer of model.attn_size units
 
     def __init__(self, query_size: int, key_size: int, attn_size: int) -> None:
         super().__init__()
@@ -106,15 +110,17 @@ class Attention(nn.Module, metaclass=abc.ABCMeta):
         values: Tensor,
         mask: Tensor,
         projected_keys: Tensor | None = None,
+        coverage: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
         """Context c_i [B,Dv] and weights alpha_i [B,S] for a query [B,Dq].
 
         keys [B,S,Dk], values [B,S,Dv], mask [B,S] (True = real). Pass ``projected_keys`` from
-        :meth:`project_keys` to skip recomputing the key side at every decoder step.
+        :meth:`project_keys` to skip recomputing the key side at every decoder step. ``coverage``
+        [B,S] is read only by a score with ``uses_coverage``.
         """
         if projected_keys is None:
             projected_keys = self.project_keys(keys)
-        e = self.score(query, projected_keys)
+        e = self.score(query, projected_keys, coverage) if self.uses_coverage else self.score(query, projected_keys)
         alpha = masked_softmax(e, mask)
         return _context(alpha, values), alpha
 
@@ -125,6 +131,8 @@ class AdditiveAttention(Attention):
 
     Luong et al. (2015) call the same score "concat": v_a^T tanh(W_a [h_t; h_s]), with W_a = [W_s | W_h].
     """
+
+    reads_attn_size = True
 
     def __init__(self, query_size: int, key_size: int, attn_size: int) -> None:
         super().__init__(query_size, key_size, attn_size)
@@ -146,6 +154,30 @@ class AdditiveAttention(Attention):
             if prefix + old + ".weight" in state_dict:
                 state_dict[prefix + new + ".weight"] = state_dict.pop(prefix + old + ".weight")
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+
+@register_score("additive_coverage")
+class CoverageAttention(AdditiveAttention):
+    """The additive score told how much of each source word is already translated (Tu et al. 2016,
+    "Modeling Coverage for Neural Machine Translation", eq. 8-9 with fertility 1; See et al. 2017, eq. 11):
+
+        e_ij = v^T tanh(W_s s + W_h h_j + W_c C_{i-1,j}),   C_{i,j} = C_{i-1,j} + alpha_ij,   C_{0,j} = 0
+
+    C_{i-1,j} is the attention that h_j has received before step i. With it the score can learn to turn
+    away from words it has read (against repeating them) and towards words it has not (against
+    dropping them). The decoder keeps C in its state, so beam search carries it like the RNN state.
+    """
+
+    uses_coverage = True
+
+    def __init__(self, query_size: int, key_size: int, attn_size: int) -> None:
+        super().__init__(query_size, key_size, attn_size)
+        self.W_c = nn.Linear(1, attn_size, bias=False)  # w_c: C_{i-1,j} is one number per source word
+
+    def score(self, query: Tensor, projected_keys: Tensor, coverage: Tensor | None = None) -> Tensor:
+        if coverage is not None:
+            projected_keys = projected_keys + self.W_c(coverage.to(projected_keys.dtype).unsqueeze(-1))
+        return super().score(query, projected_keys)
 
 
 @register_score("dot")

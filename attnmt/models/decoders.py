@@ -60,7 +60,26 @@ class _AttentionDecoderBase(nn.Module):
     def init_state(self, enc: dict[str, Tensor]) -> dict[str, Tensor]:
         backward_h1 = enc["final_h"][:, -1, -self.init_size :]
         s0 = torch.tanh(self.bridge(backward_h1)).view(-1, self.num_layers, self.hidden_size)
-        return self.rnn.state_from_layers(s0)
+        state = self.rnn.state_from_layers(s0)
+        if self.attention.uses_coverage:  # C_0 = 0: no source word has been attended to yet
+            state["coverage"] = enc["h"].new_zeros(enc["h"].shape[:2], dtype=torch.float32)
+        return state
+
+    def _attend(self, query: Tensor, state: dict[str, Tensor], enc: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
+        """c_i and alpha_i for the query; a coverage score reads C_{i-1} from ``state``."""
+        return self.attention(query, enc["h"], enc["h"], enc["mask"], enc["keys"], coverage=state.get("coverage"))
+
+    @staticmethod
+    def _covered(state: dict[str, Tensor], coverage: Tensor | None, alpha: Tensor) -> dict[str, Tensor]:
+        """The new state with C_i = C_{i-1} + alpha_i when the score uses coverage."""
+        if coverage is not None:
+            state["coverage"] = coverage + alpha.float()
+        return state
+
+    @staticmethod
+    def _rnn_part(state: dict[str, Tensor]) -> dict[str, Tensor]:
+        """The RNN's own entries of the decoder state (not the fed vector, not the coverage)."""
+        return {k: v for k, v in state.items() if k not in ("feed", "coverage")}
 
     def forward(self, tgt_in: Tensor, state: dict[str, Tensor], enc: dict[str, Tensor]):
         emb = self.dropout(self.embed(tgt_in))
@@ -123,9 +142,9 @@ class BahdanauDecoder(_AttentionDecoderBase):
 
     def _recur(self, emb_prev: Tensor, state: dict[str, Tensor], enc: dict[str, Tensor], known=None):
         s_prev = self.rnn.top(state)
-        c_i, alpha = self.attention(s_prev, enc["h"], enc["h"], enc["mask"], enc["keys"])
-        s_i, state = self._rnn_step(emb_prev, c_i, state, known)
-        return (s_i, emb_prev, c_i), state, alpha
+        c_i, alpha = self._attend(s_prev, state, enc)
+        s_i, new_state = self._rnn_step(emb_prev, c_i, self._rnn_part(state), known)
+        return (s_i, emb_prev, c_i), self._covered(new_state, state.get("coverage"), alpha), alpha
 
     def _readout(self, s: Tensor, emb_prev: Tensor, c: Tensor) -> Tensor:
         """t_i = tanh(W_o [s_i; E y_{i-1}; c_i]) (a tanh readout in place of the paper's maxout)."""
@@ -170,12 +189,12 @@ class LuongDecoder(_AttentionDecoderBase):
 
     def _recur(self, emb_prev: Tensor, state: dict[str, Tensor], enc: dict[str, Tensor], known=None):
         feed = state.get("feed")
-        s_i, state = self._rnn_step(emb_prev, feed, {k: v for k, v in state.items() if k != "feed"}, known)
-        c_i, alpha = self.attention(s_i, enc["h"], enc["h"], enc["mask"], enc["keys"])
+        s_i, new_state = self._rnn_step(emb_prev, feed, self._rnn_part(state), known)
+        c_i, alpha = self._attend(s_i, state, enc)
         h_tilde = self.dropout(torch.tanh(self.combine(torch.cat([c_i, s_i], dim=-1))))
         if feed is not None:
-            state["feed"] = h_tilde
-        return (h_tilde,), state, alpha
+            new_state["feed"] = h_tilde
+        return (h_tilde,), self._covered(new_state, state.get("coverage"), alpha), alpha
 
     def _readout(self, h_tilde: Tensor) -> Tensor:
         return h_tilde

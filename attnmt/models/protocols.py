@@ -52,6 +52,8 @@ class AttentionScore(Protocol):
     """e_ij = score(s, h_j) for a query s and the annotations h_j (attnmt.models.attention.Attention)."""
 
     same_size: bool  # whether the query must be as wide as the keys
+    uses_coverage: bool  # whether score() also takes the coverage C_{i-1} [B,S] (the decoder keeps it)
+    reads_attn_size: bool  # whether the score has a layer of model.attn_size units
 
     def project_keys(self, keys: Tensor) -> Tensor:
         """The query-independent part of the score, once per sentence: [B,S,Dk] -> [B,S,*]."""
