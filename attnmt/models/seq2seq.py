@@ -109,7 +109,7 @@ class RNNSearch(EncoderDecoder):
 
     Two independent choices: the decoder's order (`decoder`: Bahdanau's s_{i-1} queries before the
     state update; Luong's s_i queries after it and feeds an attentional vector to the output) and
-    the score (`score`: a name in attnmt.models.SCORES, e.g. additive, dot, general).
+    the score (`score`: a name in attnmt.models.SCORES, e.g. additive, additive_coverage, dot, general).
     """
 
     config_keys = RNN_KEYS | {"enc_hidden_size", "decoder", "score", "attn_size", "input_feeding"}
