@@ -367,7 +367,7 @@ def _check_applies(cfg: ModelConfig) -> None:
     if "score" in cls.config_keys:
         score = score_class(cfg.score)  # an unknown name: one line with the closest registered one
         if cfg.attn_size is not None and not score.reads_attn_size:
-            readers = [name for name, score in SCORES.items() if score.reads_attn_size]
+            readers = [name for name, other in SCORES.items() if other.reads_attn_size]
             raise UserError(f"config: model.attn_size applies to score {' and '.join(readers)}, not {cfg.score}: "
                             "remove it")
     if cfg.input_feeding and cfg.decoder != "luong":

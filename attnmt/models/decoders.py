@@ -76,11 +76,6 @@ class _AttentionDecoderBase(nn.Module):
             state["coverage"] = coverage + alpha.float()
         return state
 
-    @staticmethod
-    def _rnn_part(state: dict[str, Tensor]) -> dict[str, Tensor]:
-        """The RNN's own entries of the decoder state (not the fed vector, not the coverage)."""
-        return {k: v for k, v in state.items() if k not in ("feed", "coverage")}
-
     def forward(self, tgt_in: Tensor, state: dict[str, Tensor], enc: dict[str, Tensor]):
         emb = self.dropout(self.embed(tgt_in))
         # Under teacher forcing every E y_{i-1} is known in advance: its share of the RNN's input
@@ -101,7 +96,10 @@ class _AttentionDecoderBase(nn.Module):
 
     def _rnn_step(self, emb_prev: Tensor, rest: Tensor | None, state: dict[str, Tensor],
                   known: tuple[Tensor, Tensor] | None):
-        """The RNN update on input [E y_{i-1}; rest], with E y_{i-1}'s gates precomputed when known."""
+        """The RNN update on input [E y_{i-1}; rest], with E y_{i-1}'s gates precomputed when known.
+
+        Returns a new state of the RNN's own entries only: the fed vector and the coverage are added back by
+        the caller."""
         if known is not None:
             return self.rnn.step(rest, state, *known)
         return self.rnn.step(emb_prev if rest is None else torch.cat([emb_prev, rest], dim=-1), state)
@@ -143,7 +141,7 @@ class BahdanauDecoder(_AttentionDecoderBase):
     def _recur(self, emb_prev: Tensor, state: dict[str, Tensor], enc: dict[str, Tensor], known=None):
         s_prev = self.rnn.top(state)
         c_i, alpha = self._attend(s_prev, state, enc)
-        s_i, new_state = self._rnn_step(emb_prev, c_i, self._rnn_part(state), known)
+        s_i, new_state = self._rnn_step(emb_prev, c_i, state, known)
         return (s_i, emb_prev, c_i), self._covered(new_state, state.get("coverage"), alpha), alpha
 
     def _readout(self, s: Tensor, emb_prev: Tensor, c: Tensor) -> Tensor:
@@ -189,7 +187,7 @@ class LuongDecoder(_AttentionDecoderBase):
 
     def _recur(self, emb_prev: Tensor, state: dict[str, Tensor], enc: dict[str, Tensor], known=None):
         feed = state.get("feed")
-        s_i, new_state = self._rnn_step(emb_prev, feed, self._rnn_part(state), known)
+        s_i, new_state = self._rnn_step(emb_prev, feed, state, known)
         c_i, alpha = self._attend(s_i, state, enc)
         h_tilde = self.dropout(torch.tanh(self.combine(torch.cat([c_i, s_i], dim=-1))))
         if feed is not None:
