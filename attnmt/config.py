@@ -210,6 +210,9 @@ class GuidedAlignmentConfig:
     # Which attention row carries y_t's links: "predict" (the row that predicts y_t) or "shift" (the first
     # row whose query has read y_t); `attnmt align --method` reads a guided model the same way by default.
     row: Literal["predict", "shift"] = "predict"
+    # Supervise (and read) the attention of an extra decoder pass without the causal mask, in which every
+    # position sees the whole target (Garg et al. 2019's full target context; Transformer only).
+    full_context: bool = False
 
     def __post_init__(self) -> None:
         check_range("train.guided_alignment.weight", self.weight, 0.0, None)
@@ -421,6 +424,10 @@ def _check_guidance(config: Config) -> None:
     if not model.has_attention:
         raise UserError(f"config: train.guided_alignment supervises attention, and a {config.model.type} model has "
                         "none; use model.type rnnsearch or transformer, or remove train.guided_alignment.links")
+    if guided.full_context and not model.has_full_context:
+        raise UserError(f"config: train.guided_alignment.full_context needs a decoder that can see the whole target "
+                        f"at once; a {config.model.type} model reads it left to right: use model.type transformer, "
+                        "or set full_context: false")
     if not model.has_heads and (guided.layer is not None or guided.head is not None):
         raise UserError(f"config: train.guided_alignment.layer / head choose a Transformer cross-attention head; an "
                         f"{config.model.type} model has one attention: remove them")

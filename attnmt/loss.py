@@ -26,8 +26,10 @@ def step_loss(trained: nn.Module, batch: Batch, data: ParallelData, config: Conf
     if data.guidance is None or guided.weight == 0:
         logits, _ = trained(batch.src, batch.src_len, batch.tgt_in)
         return nll_loss(logits, batch.tgt_out, t.label_smoothing), None
-    chosen = {"layer": -1 if guided.layer is None else guided.layer, "head": guided.head}
     model = getattr(trained, "module", trained)  # under DDP, the wrapped model's capabilities
+    chosen = {"layer": -1 if guided.layer is None else guided.layer, "head": guided.head}
+    if guided.full_context:
+        chosen["full_context"] = True
     offset = guided_row_offset(guided.row, model.query_lag)
     # A row past the pair's n + 1 steps (the last piece's, in Bahdanau's order under row: shift) exists
     # once the decoder reads </s> as well: <s> y </s> as the input, one step longer. The decoder is

@@ -5,10 +5,12 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
 from attnmt.config import ModelConfig
+from attnmt.data.vocab import BOS_ID
 from attnmt.guidance import alignment_loss, guidance_matrix, piece_links
 from attnmt.models import build_model
 from tests.conftest import tiny_config
@@ -240,3 +242,75 @@ def test_a_guided_transformer_is_read_from_its_supervised_head(tiny_corpus, tmp_
     default, supervised, last = rows(), rows(layer=0, head=1), rows(layer=-1)
     assert all((a == b).all() for a, b in zip(default, supervised))
     assert not all((a == b).all() for a, b in zip(default, last))
+
+
+def _tiny_transformer():
+    torch.manual_seed(0)
+    cfg = ModelConfig(type="transformer", d_model=16, n_heads=2, ff_size=32, enc_layers=1, dec_layers=3, dropout=0.0)
+    return build_model(cfg, 20, 30).eval()
+
+
+def test_the_full_context_pass_sees_later_words_and_the_logits_do_not():
+    model = _tiny_transformer()
+    later = TGT_IN.clone()
+    later[0, 3] = 12  # the last input changes
+    logits, alpha = model(SRC, SRC_LEN, TGT_IN, layer=1, head=0, full_context=True)
+    logits_l, alpha_l = model(SRC, SRC_LEN, later, layer=1, head=0, full_context=True)
+    assert torch.equal(logits[:, :3], logits_l[:, :3])  # the translation stays causal
+    assert not torch.allclose(alpha[:, 0], alpha_l[:, 0])  # the first row has seen the last word
+    causal = model(SRC, SRC_LEN, TGT_IN, layer=1, head=0)[1]
+    assert torch.equal(causal[:, 0], model(SRC, SRC_LEN, later, layer=1, head=0)[1][:, 0])
+    # the same attention as every head of the full-context pass, and padding is never seen
+    assert torch.equal(alpha, model.forward_with_heads(SRC, SRC_LEN, TGT_IN, full_context=True)[1][1, 0])
+    padded = torch.cat([TGT_IN, torch.zeros(1, 2, dtype=torch.long)], dim=1)
+    alpha_p = model(SRC, SRC_LEN, padded, layer=1, head=0, full_context=True)[1]
+    assert torch.allclose(alpha_p[:, :4], alpha, atol=1e-6)
+
+
+def test_the_full_context_guidance_reaches_only_the_layers_up_to_its_head():
+    model = _tiny_transformer().train()
+    _, alpha = model(SRC, SRC_LEN, TGT_IN, layer=1, head=0, full_context=True)
+    alignment_loss(alpha, G).backward()
+    grads = _grads(model)
+    assert all(v == 0 for n, v in grads.items() if n.startswith("decoder.2.") or n.startswith("output"))
+    assert sum(v for n, v in grads.items() if n.startswith("decoder.0.self_attn")) > 0
+
+
+def test_full_context_needs_a_decoder_that_sees_the_whole_target(tiny_corpus, tmp_path):
+    from attnmt.config import config_from_dict, config_to_dict
+    from attnmt.errors import UserError
+
+    raw = config_to_dict(tiny_config(tiny_corpus))  # an rnnsearch
+    raw["train"]["guided_alignment"].update(links=str(_links_file(tiny_corpus, tmp_path)), full_context=True)
+    with pytest.raises(UserError, match="full_context needs a decoder that can see the whole target"):
+        config_from_dict(raw)
+
+
+def test_a_full_context_model_is_trained_and_read_in_the_full_context_pass(tiny_corpus, tmp_path):
+    from attnmt.align import attention_matrices
+    from attnmt.train import train
+    from attnmt.translator import load
+
+    config = tiny_config(tiny_corpus, "transformer", max_steps=2, valid_every=2, valid_bleu_sample=0)
+    config.model.dec_layers = 2
+    guided = config.train.guided_alignment
+    guided.links, guided.layer, guided.head = str(_links_file(tiny_corpus, tmp_path)), 0, 1
+    guided.row, guided.full_context = "shift", True
+    translator = load(train(config, tmp_path / "m", quiet=True).model_dir)
+    src = (tiny_corpus / "test.src").read_text(encoding="utf-8").splitlines()[:2]
+    tgt = (tiny_corpus / "test.tgt").read_text(encoding="utf-8").splitlines()[:2]
+    read = attention_matrices(translator, src, tgt)
+    model = translator.model
+    for (s, t), m in zip(zip(src, tgt), read):
+        s_ids = torch.tensor([translator.src.vocab.encode(translator.src.tokens(s))])
+        t_ids = translator.tgt.vocab.encode(translator.tgt.tokens(t))
+        with torch.inference_mode():
+            alpha = model(s_ids, torch.tensor([s_ids.size(1)]), torch.tensor([[BOS_ID] + t_ids]), layer=0, head=1,
+                          full_context=True)[1][0].numpy()
+        assert np.allclose(m.piece_weights, alpha[:len(t_ids)], atol=1e-5)  # <s> y, without </s>
+        assert np.allclose(attention_matrices(translator, [s], [t], layer=-2, head=1)[0].piece_weights,
+                           m.piece_weights)  # the supervised head, named
+        causal = attention_matrices(translator, [s], [t], layer=0, head=0)[0]  # another head: the causal pass
+        with torch.inference_mode():
+            alpha = model(s_ids, torch.tensor([s_ids.size(1)]), torch.tensor([[BOS_ID] + t_ids]), layer=0, head=0)[1]
+        assert np.allclose(causal.piece_weights, alpha[0, :len(t_ids)].numpy(), atol=1e-5)

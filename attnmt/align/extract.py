@@ -196,13 +196,19 @@ def model_method(config) -> str:
     return "shift" if guided.links is not None and guided.row == "shift" else "argmax"
 
 
-def guided_head(config, layer: int | None, head: int | None) -> tuple[int | None, int | None]:
+def guided_head(config, layer: int | None, head: int | None) -> tuple[int | None, int | None, bool]:
     """``layer``/``head``, or when neither is given, the cross-attention that guided alignment
-    supervised (train.guided_alignment.layer / head): a guided model is read where it was taught."""
+    supervised (train.guided_alignment.layer / head): a guided model is read where it was taught.
+    The third value says whether that attention comes from the full-context pass: only the supervised
+    head of a model guided with ``full_context``; every other head was trained in the causal pass."""
     guided = config.train.guided_alignment
-    if layer is None and head is None and guided.links is not None:
-        return guided.layer, guided.head
-    return layer, head
+    if guided.links is None:
+        return layer, head, False
+    if layer is None and head is None:
+        return guided.layer, guided.head, guided.full_context
+    n_layers = config.model.dec_layers
+    supervised = (-1 if guided.layer is None else guided.layer) % n_layers == (-1 if layer is None else layer) % n_layers
+    return layer, head, guided.full_context and supervised and head == guided.head
 
 
 @torch.inference_mode()
@@ -224,7 +230,7 @@ def attention_matrices(translator, sources: Sequence[str], targets: Sequence[str
                         "line-aligned")
     model = translator.model
     lag = getattr(model, "query_lag", 0)
-    layer, head = guided_head(translator.config, layer, head)
+    layer, head, full_context = guided_head(translator.config, layer, head)
     src_pieces = [translator.src.tokens(s) for s in sources]
     tgt_pieces = [translator.tgt.tokens(t) for t in targets]
     src_ids = [translator.src.vocab.encode(p) for p in src_pieces]
@@ -236,13 +242,14 @@ def attention_matrices(translator, sources: Sequence[str], targets: Sequence[str
         empty = np.zeros((len(targets[k].split()), len(sources[k].split())))
         results[k] = WordAttention(sources[k].split(), targets[k].split(), empty, src_pieces[k], tgt_pieces[k],
                                    np.zeros((len(tgt_ids[k]), len(src_ids[k]))), empty)
-    # <s> y </s> as the input: the rows after the last word are there for the shift method
+    # <s> y </s> as the input: the rows after the last word are there for the shift method. A full-context
+    # pass is run on <s> y as in training (every row would see </s>), which has the rows query_lag = 0 needs.
     for forced in forced_batches(model, [src_ids[k] for k in todo], [tgt_ids[k] for k in todo], translator.device,
-                                 batch_tokens, with_eos=True, heads=True):
+                                 batch_tokens, with_eos=not full_context, heads=True, full_context=full_context):
         alpha = choose_attention(model, forced.attention, layer, head).float().cpu().numpy()
         for row, k in enumerate(todo[b] for b in forced.index):
             n_tgt, n_src = len(tgt_ids[k]), len(src_ids[k])
-            full = alpha[row, : n_tgt + 2, :n_src]
+            full = alpha[row, : n_tgt + (1 if full_context else 2), :n_src]
             src_w = _word_ids(translator.src.tokenizer, src_pieces[k], sources[k], "source")
             tgt_w = _word_ids(translator.tgt.tokenizer, tgt_pieces[k], targets[k], "target")
             pieces = full[:n_tgt]  # the rows that predict each piece: the </s> rows and the padding dropped

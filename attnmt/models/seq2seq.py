@@ -73,6 +73,7 @@ class Seq2Seq(EncoderDecoder):
     config_keys = RNN_KEYS | {"reverse_source"}  # its decoder is as wide as the encoder: no enc_hidden_size
     has_attention = False  # capabilities that align, study and serve ask of a model
     has_heads = False
+    has_full_context = False
 
     def __init__(self, src_vocab_size, tgt_vocab_size, emb_size, hidden_size, enc_layers, dec_layers,
                  cell="lstm", dropout=0.0, reverse_source=True, tie_embeddings=False):
@@ -115,6 +116,7 @@ class RNNSearch(EncoderDecoder):
     config_keys = RNN_KEYS | {"enc_hidden_size", "decoder", "score", "attn_size", "input_feeding"}
     has_attention = True
     has_heads = False
+    has_full_context = False
 
     def __init__(self, src_vocab_size, tgt_vocab_size, emb_size, hidden_size, enc_layers, dec_layers,
                  cell="lstm", dropout=0.0, decoder="bahdanau", score="additive", attn_size=None,

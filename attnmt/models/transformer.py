@@ -92,17 +92,21 @@ class DecoderLayer(nn.Module):
         self.ffn = FeedForward(d_model, ff_size, dropout)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, y: Tensor, k: Tensor, v: Tensor, ck: Tensor, cv: Tensor, mask: Tensor):
+    def forward(self, y: Tensor, k: Tensor, v: Tensor, ck: Tensor, cv: Tensor, mask: Tensor,
+                tgt_mask: Tensor | None = None):
         """Read T new positions y [B,T,D] after the t cached ones (k, v [B,H,t,dh]).
 
         ck, cv [B,H,S,dh]: the memory's projected cross-attention keys/values; mask [B,S].
         Returns y [B,T,D], the grown cache k, v [B,H,t+T,dh] and the cross-attention weights [B,H,T,S].
+        ``tgt_mask`` [B,T] (True = real) lifts the causal mask: every position sees every real target
+        position, earlier or later (the full-context pass of guided alignment; no cache before it).
         """
         h = self.ln_1(y)
         k_new, v_new = self.self_attn.project_kv(h, h)
         k, v = torch.cat((k, k_new), dim=2), torch.cat((v, v_new), dim=2)
         # causal: position t+i sees keys 0..t+i (the mask is aligned with the last T keys)
-        y = y + self.dropout(self.self_attn.attend(h, k, v, causal=True, need_weights=False)[0])
+        y = y + self.dropout(self.self_attn.attend(h, k, v, key_mask=tgt_mask, causal=tgt_mask is None,
+                                                   need_weights=False)[0])
         out, weights = self.cross_attn.attend(self.ln_2(y), ck, cv, key_mask=mask, need_weights=True)
         y = y + self.dropout(out)
         y = y + self.dropout(self.ffn(self.ln_3(y)))
@@ -118,6 +122,7 @@ class Transformer(nn.Module):
     has_attention = True
     has_heads = True
     query_lag = 0  # position i's query has read its input y_{i-1} through the causal self-attention
+    has_full_context = True  # can attend over the whole target in an extra pass (Garg et al. 2019)
 
     def __init__(self, src_vocab_size: int, tgt_vocab_size: int, d_model: int = 256, n_heads: int = 4,
                  ff_size: int = 1024, enc_layers: int = 3, dec_layers: int = 3, dropout: float = 0.1,
@@ -197,28 +202,41 @@ class Transformer(nn.Module):
             state[f"k{l}"], state[f"v{l}"] = empty, empty
         return state
 
-    def _decode(self, tgt: Tensor, state: dict[str, Tensor], enc: dict[str, Tensor]):
+    def _decode(self, tgt: Tensor, state: dict[str, Tensor], enc: dict[str, Tensor], full_context: bool = False,
+                n_layers: int | None = None):
         """Run the decoder on T new tokens tgt [B,T] after the state's prefix.
 
         Returns the output y [B,T,D] (after the final LayerNorm), the new state and the list of
-        every layer's cross-attention weights [B,H,T,S].
+        every layer's cross-attention weights [B,H,T,S]. ``full_context`` drops the causal mask (every
+        position sees the whole target but its padding; from an empty state) and ``n_layers`` stops
+        after that many layers: the full-context pass of guided alignment needs no layer above its head.
         """
         positions = state["pos"].unsqueeze(1) + torch.arange(tgt.size(1), device=tgt.device)
         y = self.embed(self.tgt_embed, tgt, positions)
+        tgt_mask = tgt != PAD_ID if full_context else None
         new_state = {"pos": state["pos"] + tgt.size(1)}
         weights = []
-        for l, layer in enumerate(self.decoder):
+        for l, layer in enumerate(self.decoder[:n_layers]):
             y, new_state[f"k{l}"], new_state[f"v{l}"], w = layer(
-                y, state[f"k{l}"], state[f"v{l}"], enc[f"ck{l}"], enc[f"cv{l}"], enc["mask"])
+                y, state[f"k{l}"], state[f"v{l}"], enc[f"ck{l}"], enc[f"cv{l}"], enc["mask"], tgt_mask)
             weights.append(w)
         return self.dec_ln(y), new_state, weights
 
     def forward(self, src: Tensor, src_len: Tensor, tgt_in: Tensor, layer: int = -1,
-                head: int | None = None) -> tuple[Tensor, Tensor]:
+                head: int | None = None, full_context: bool = False) -> tuple[Tensor, Tensor]:
         """Teacher forcing: logits [B,T,V] and one decoder layer's cross-attention [B,T,S]: the last
-        layer's (or ``layer``'s), averaged over the heads (or ``head``'s alone)."""
+        layer's (or ``layer``'s), averaged over the heads (or ``head``'s alone).
+
+        ``full_context`` takes that attention from a second decoder pass without the causal mask, up
+        to ``layer``, in which every position sees the whole target (Garg et al. 2019: the
+        aligner knows the words after the one it aligns). The logits always come from the causal pass.
+        """
         enc = self.encode(src, src_len)
         y, _, weights = self._decode(tgt_in, self.init_state(enc), enc)
+        if full_context:
+            n_layers = layer % len(self.decoder) + 1
+            weights = self._decode(tgt_in, self.init_state(enc), enc, full_context=True, n_layers=n_layers)[2]
+            layer = n_layers - 1
         chosen = weights[layer]
         return self.output(y), chosen.mean(dim=1) if head is None else chosen[:, head]
 
@@ -228,8 +246,12 @@ class Transformer(nn.Module):
         log_probs = F.log_softmax(self.output(y[:, 0]).float(), dim=-1)
         return log_probs, state, weights[-1][:, :, 0].mean(dim=1)
 
-    def forward_with_heads(self, src: Tensor, src_len: Tensor, tgt_in: Tensor) -> tuple[Tensor, Tensor]:
-        """Teacher forcing: logits [B,T,V] and every decoder layer's and head's cross-attention [L,H,B,T,S]."""
+    def forward_with_heads(self, src: Tensor, src_len: Tensor, tgt_in: Tensor,
+                           full_context: bool = False) -> tuple[Tensor, Tensor]:
+        """Teacher forcing: logits [B,T,V] and every decoder layer's and head's cross-attention [L,H,B,T,S]
+        (with ``full_context``, the attention of the pass without the causal mask, as in :meth:`forward`)."""
         enc = self.encode(src, src_len)
         y, _, weights = self._decode(tgt_in, self.init_state(enc), enc)
+        if full_context:
+            weights = self._decode(tgt_in, self.init_state(enc), enc, full_context=True)[2]
         return self.output(y), torch.stack(weights).transpose(1, 2)
