@@ -206,9 +206,9 @@ def guided_head(config, layer: int | None, head: int | None) -> tuple[int | None
         return layer, head, False
     if layer is None and head is None:
         return guided.layer, guided.head, guided.full_context
-    n_layers = config.model.dec_layers
-    supervised = (-1 if guided.layer is None else guided.layer) % n_layers == (-1 if layer is None else layer) % n_layers
-    return layer, head, guided.full_context and supervised and head == guided.head
+    n = config.model.dec_layers
+    same_layer = (-1 if guided.layer is None else guided.layer) % n == (-1 if layer is None else layer) % n
+    return layer, head, guided.full_context and same_layer and head == guided.head
 
 
 @torch.inference_mode()
