@@ -11,11 +11,13 @@ import pytest
 import torch
 
 from attnmt.align import (
+    ATTENTION_SYMMETRIZATIONS,
     METHODS,
-    SYMMETRIZATIONS,
     WordAttention,
+    agreement_links,
     grow_diag_final_and,
     links_from_attention,
+    mutual_links,
     parse_links,
     read_links,
     symmetrize,
@@ -28,7 +30,7 @@ from attnmt.models import build_model, model_config
 
 
 def test_cli_choices_are_the_library_ones():
-    assert ALIGN_METHODS == METHODS and CLI_SYMMETRIZATIONS == SYMMETRIZATIONS
+    assert ALIGN_METHODS == METHODS and CLI_SYMMETRIZATIONS == ATTENTION_SYMMETRIZATIONS
 
 
 # ---------------------------------------------------------------- symmetrization, worked by hand
@@ -115,6 +117,49 @@ def test_links_by_method_on_a_hand_built_matrix():
     assert links_from_attention(m, "threshold", 0.65) == {(1, 1)}
     with pytest.raises(ValueError, match="WordAttention"):
         links_from_attention(weights, "shift")
+    with pytest.raises(ValueError, match="WordAttention"):
+        links_from_attention(weights, "shift-mutual")
+
+
+def test_mutual_links_need_the_largest_of_row_and_column():
+    # rows: target words, columns: source words. Both targets attend most to source 0; of the two, target 1
+    # attends to it more; source 1's strongest reader is target 0, which prefers source 0: no link.
+    weights = np.array([[0.6, 0.4], [0.7, 0.3]])
+    assert mutual_links(weights) == {(0, 1)}
+    assert mutual_links(np.zeros((0, 3))) == set()
+    m = WordAttention(["a", "b"], ["x", "y"], weights, [], [], np.zeros((2, 2)), np.array([[0.2, 0.8], [0.9, 0.1]]))
+    assert links_from_attention(m, "mutual") == {(0, 1)}
+    assert links_from_attention(m, "shift-mutual") == {(1, 0), (0, 1)}  # the shift rows, read the same way
+
+
+def _pair(weights, shifted=None) -> WordAttention:
+    weights = np.asarray(weights, dtype=float)
+    n_tgt, n_src = weights.shape
+    return WordAttention(["w"] * n_src, ["w"] * n_tgt, weights, [], [], np.zeros((n_tgt, n_src)),
+                         weights if shifted is None else np.asarray(shifted, dtype=float))
+
+
+def test_agreement_keeps_a_link_one_direction_puts_second():
+    # forward (rows: target words x, y over source a, b): both targets argmax to b
+    forward = _pair([[0.45, 0.55], [0.4, 0.6]])
+    # reverse (rows: source words a, b over target x, y): a -> x, b -> y
+    reverse = _pair([[0.9, 0.1], [0.2, 0.8]])
+    hard = symmetrize([links_from_attention(forward, "argmax")],
+                      [{(i, j) for j, i in links_from_attention(reverse, "argmax")}], "intersection")
+    assert hard == [{(1, 1)}]
+    # products: a-x 0.45 * 0.9 = 0.405, b-x 0.55 * 0.1, a-y 0.4 * 0.2, b-y 0.6 * 0.8 = 0.48: both mutual maxima
+    assert agreement_links(forward, reverse, "argmax") == {(0, 0), (1, 1)}
+
+
+def test_agreement_reads_the_rows_of_the_method():
+    predicting = [[0.9, 0.1], [0.1, 0.9]]
+    crossed = [[0.1, 0.9], [0.9, 0.1]]
+    forward, reverse = _pair(predicting, shifted=crossed), _pair(predicting, shifted=crossed)
+    assert agreement_links(forward, reverse, "argmax") == {(0, 0), (1, 1)}
+    assert agreement_links(forward, reverse, "shift") == {(1, 0), (0, 1)}
+    assert agreement_links(forward, reverse, "shift-mutual") == {(1, 0), (0, 1)}
+    with pytest.raises(ValueError, match="not one pair"):
+        agreement_links(_pair([[1.0, 0.0]]), _pair([[1.0, 0.0]]), "argmax")
 
 
 # ---------------------------------------------------------------- links files
@@ -189,6 +234,28 @@ def test_translate_alignments_symmetrized_is_within_each_direction(tiny_model, t
         translator.align(translator.translate(sources[:1], beam=1), symmetrization="union")
 
 
+def test_translate_alignments_agreement_is_the_product_of_both_directions(tiny_model, tiny_corpus, tmp_path,
+                                                                         capsys):
+    from attnmt.align import attention_matrices
+    from attnmt.translator import load
+
+    sources = (tiny_corpus / "test.src").read_text(encoding="utf-8").splitlines()[:4]
+    (tmp_path / "in.txt").write_text("\n".join(sources) + "\n", encoding="utf-8")
+    assert main(["translate", "--model", str(tiny_model), "--input", str(tmp_path / "in.txt"), "--alignments",
+                 "--beam", "1", "--reverse-model", str(tiny_model), "--symmetrize", "agreement",
+                 "--align-method", "shift"]) == 0
+    printed = [_parse_output(line) for line in capsys.readouterr().out.splitlines()]
+    translator = load(tiny_model)
+    outputs = [text for text, _ in printed]
+    forward = attention_matrices(translator, sources, outputs)
+    reverse = attention_matrices(translator, outputs, sources)
+    for (_, links), f, r in zip(printed, forward, reverse):
+        p = f.shifted * r.shifted.T
+        want = {(i, j) for j, i in enumerate(p.argmax(axis=1)) if p[:, i].argmax() == j}
+        assert links == want
+        assert len({i for i, _ in links}) == len(links) == len({j for _, j in links})  # one link per word at most
+
+
 def test_server_alignment_field_matches_the_translator(tiny_model):
     pytest.importorskip("fastapi", reason="the serve extra (fastapi) is not installed")
     pytest.importorskip("httpx", reason="httpx (FastAPI's TestClient) is not installed")
@@ -202,7 +269,8 @@ def test_server_alignment_field_matches_the_translator(tiny_model):
 
     sentence = "gupo pelido duno gute"
     translator = load(tiny_model)
-    expected = {m: translator.align(translator.translate([sentence], beam=2), m)[0] for m in ("argmax", "shift")}
+    expected = {m: translator.align(translator.translate([sentence], beam=2), m)[0]
+                for m in ("argmax", "shift", "mutual", "shift-mutual")}
     with TestClient(create_app({"rnn": tiny_model}), raise_server_exceptions=False) as client:
         for method, want in expected.items():
             body = client.post("/translate", json={"text": sentence, "beam": 2, "alignment": True,

@@ -8,7 +8,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from attnmt.align.eflomal import eflomal_align
-from attnmt.align.extract import METHODS, attention_matrices, diagonal_links, links_from_attention, model_method
+from attnmt.align.extract import (
+    AGREEMENT,
+    METHODS,
+    agreement_links,
+    attention_matrices,
+    diagonal_links,
+    links_from_attention,
+    model_method,
+)
 from attnmt.align.links import SYMMETRIZATIONS, GoldAlignment, Link, read_gold, symmetrize
 from attnmt.align.scores import AlignmentScores, score_alignments
 from attnmt.errors import UserError
@@ -25,6 +33,8 @@ class AlignResult:
 
 
 BASELINES = ("diagonal", "eflomal")
+# What --symmetrize accepts for attention: the three on links, and agreement on the two models' matrices.
+ATTENTION_SYMMETRIZATIONS: tuple[str, ...] = (*SYMMETRIZATIONS, AGREEMENT)
 
 
 def align_pairs(translator, sources: Sequence[str], targets: Sequence[str], method: str | None = None,
@@ -35,8 +45,9 @@ def align_pairs(translator, sources: Sequence[str], targets: Sequence[str], meth
     (source, target) order). Used by ``attnmt align``, ``attnmt translate --alignments`` and the server.
     ``method`` None: the model's own (:func:`model_method`)."""
     method = method or model_method(translator.config)
-    if symmetrization is not None and symmetrization not in SYMMETRIZATIONS:
-        raise UserError(f"symmetrization {symmetrization!r} is unknown; allowed: {' | '.join(SYMMETRIZATIONS)}")
+    if symmetrization is not None and symmetrization not in ATTENTION_SYMMETRIZATIONS:
+        allowed = " | ".join(ATTENTION_SYMMETRIZATIONS)
+        raise UserError(f"symmetrization {symmetrization!r} is unknown; allowed: {allowed}")
     if symmetrization is not None and reverse is None:
         raise UserError("symmetrizing combines two directions; give a reverse model (--reverse-model DIR) too")
     rows = attention_rows(translator, sources, targets, (method,), threshold, layer, head, reverse)
@@ -49,7 +60,8 @@ def attention_rows(translator, sources: Sequence[str], targets: Sequence[str], m
                    threshold: float = 0.5, layer: int | None = None, head: int | None = None,
                    reverse=None) -> dict[str, list[set[Link]]]:
     """Links by each of ``methods`` from one teacher-forced pass: rows ``attention METHOD`` and, with a
-    ``reverse`` translator, ``reverse attention METHOD`` and ``attention METHOD SYMMETRIZATION`` for each."""
+    ``reverse`` translator, ``reverse attention METHOD`` and ``attention METHOD SYMMETRIZATION`` for each
+    of :data:`ATTENTION_SYMMETRIZATIONS`."""
     for method in methods:
         if method not in METHODS:
             raise UserError(f"alignment method {method!r} is unknown; allowed: {' | '.join(METHODS)}")
@@ -65,6 +77,7 @@ def attention_rows(translator, sources: Sequence[str], targets: Sequence[str], m
         for how in SYMMETRIZATIONS:
             rows[f"attention {method} {how}"] = symmetrize(rows[f"attention {method}"],
                                                            rows[f"reverse attention {method}"], how)
+        rows[f"attention {method} {AGREEMENT}"] = [agreement_links(f, b, method) for f, b in zip(forward, backward)]
     return rows
 
 

@@ -35,13 +35,27 @@ inputs its query is behind the step's own input ``y_{t-1}``; ``y_t`` is the inpu
 
 To have every row, the model is run on ``<s> y_0 ... y_{T-1} </s>`` (one step more than training).
 
-Three ways to turn a word-level matrix into links (``METHODS``):
+Five ways to turn a word-level matrix into links (``METHODS``):
 
 * ``argmax``: each target word links to the source word with the most weight in the row that
   predicts it (one link per target word, the usual choice for attention);
 * ``threshold``: every cell of those rows with weight >= ``threshold`` is a link (none, one or
   several per target word);
-* ``shift``: argmax over the rows that have read the word (above).
+* ``shift``: argmax over the rows that have read the word (above);
+* ``mutual`` and ``shift-mutual``: the predicting rows, or the shift rows, linked where a cell is
+  the largest of its row *and* of its column: the target word attends most to that source word,
+  and of all target words it is the one that attends most to it ("ArgMax" of Jalili Sabet et al.
+  2020, SimAlign). At most one link per word on either side; words with no clear partner stay
+  unaligned, as in a gold alignment.
+
+Soft symmetrization (``agreement``)
+-----------------------------------
+With a model of each direction, the two word-level matrices (the rows a method reads: predicting
+rows for argmax, threshold and mutual, shift rows for shift and shift-mutual) are multiplied cell
+by cell, the reverse one transposed to (target, source): ``p(i, j) = alpha_fwd[j, i] *
+alpha_rev[i, j]``, the product of the two directions' posteriors that Liang, Taskar & Klein (2006,
+"Alignment by agreement") decode with. Links are the mutual maxima of ``p``. Unlike intersecting
+two sets of links, a pair that one direction puts second but the other puts first can still win.
 
 A Transformer has one attention per layer and head: ``layer`` and ``head`` choose one, and by
 default the last layer's heads are averaged.
@@ -59,8 +73,9 @@ import torch
 from attnmt.align.links import Link
 from attnmt.errors import UserError
 
-Method = Literal["argmax", "threshold", "shift"]
-METHODS: tuple[str, ...] = ("argmax", "threshold", "shift")
+Method = Literal["argmax", "threshold", "shift", "mutual", "shift-mutual"]
+METHODS: tuple[str, ...] = ("argmax", "threshold", "shift", "mutual", "shift-mutual")
+AGREEMENT = "agreement"  # the soft symmetrization, on matrices (the others, on links, are in attnmt.align.links)
 
 
 # ---------------------------------------------------------------- from attention to links
@@ -96,28 +111,58 @@ def argmax_links(word_alpha: np.ndarray) -> set[Link]:
     return {(int(i), j) for j, i in enumerate(word_alpha.argmax(axis=1))}
 
 
+def mutual_links(word_alpha: np.ndarray) -> set[Link]:
+    """Links at the cells that are the largest of their row and of their column (first one on ties)."""
+    if word_alpha.size == 0:
+        return set()
+    by_row = {(int(i), j) for j, i in enumerate(word_alpha.argmax(axis=1))}
+    by_column = {(i, int(j)) for i, j in enumerate(word_alpha.argmax(axis=0))}
+    return by_row & by_column
+
+
 def threshold_links(word_alpha: np.ndarray, threshold: float) -> set[Link]:
     """Every (source, target) word pair whose attention weight is at least ``threshold``."""
     tgt, src = np.nonzero(word_alpha >= threshold)
     return {(int(i), int(j)) for i, j in zip(src, tgt)}
 
 
+def method_rows(matrix: "WordAttention", method: str) -> np.ndarray:
+    """The word-level rows ``method`` reads: the shift rows for shift and shift-mutual, else the predicting rows."""
+    if method not in METHODS:
+        raise ValueError(f"unknown alignment method {method!r}; use one of {', '.join(METHODS)}")
+    return matrix.shifted if method.startswith("shift") else matrix.weights
+
+
 def links_from_attention(matrix: "WordAttention | np.ndarray", method: Method = "argmax",
                          threshold: float = 0.5) -> set[Link]:
     """The links of one sentence pair's attention by ``method`` (see the module docstring).
 
-    ``matrix``: a :class:`WordAttention`, or a word-level matrix alone for argmax and threshold.
+    ``matrix``: a :class:`WordAttention`, or a word-level matrix alone for the methods that read the
+    predicting rows (argmax, threshold, mutual).
     """
-    weights = matrix if isinstance(matrix, np.ndarray) else matrix.weights
-    if method == "argmax":
+    if isinstance(matrix, np.ndarray):
+        if method.startswith("shift"):
+            raise ValueError(f"the {method} method reads other rows of the attention: give a WordAttention")
+        weights = matrix
+    else:
+        weights = method_rows(matrix, method)
+    if method in ("argmax", "shift"):
         return argmax_links(weights)
     if method == "threshold":
         return threshold_links(weights, threshold)
-    if method == "shift":
-        if isinstance(matrix, np.ndarray):
-            raise ValueError("the shift method reads other rows of the attention: give a WordAttention")
-        return argmax_links(matrix.shifted)
+    if method in ("mutual", "shift-mutual"):
+        return mutual_links(weights)
     raise ValueError(f"unknown alignment method {method!r}; use one of {', '.join(METHODS)}")
+
+
+def agreement_links(forward: "WordAttention", reverse: "WordAttention", method: str) -> set[Link]:
+    """Soft symmetrization of one pair (module docstring): the mutual maxima of the product of the
+    forward model's rows and the reverse model's (run target -> source), both read as ``method`` reads.
+    Links in (source, target) order."""
+    fwd, rev = method_rows(forward, method), method_rows(reverse, method)
+    if fwd.shape != rev.T.shape:
+        raise ValueError(f"forward attention {fwd.shape} and reverse attention {rev.shape} are not one pair's")
+    return mutual_links(fwd * rev.T)
 
 
 def shifted_rows(alpha: np.ndarray, n_tgt: int, query_lag: int, offset: int | None = None) -> np.ndarray:

@@ -8,9 +8,10 @@ from pathlib import Path
 from attnmt.config import STOPPING_RULES
 from attnmt.errors import UserError
 
-# attnmt.align's METHODS and SYMMETRIZATIONS, spelled out so that parsing arguments needs no torch (tested equal)
-ALIGN_METHODS = ("argmax", "threshold", "shift")
-SYMMETRIZATIONS = ("intersection", "union", "grow-diag-final-and")
+# attnmt.align's METHODS and ATTENTION_SYMMETRIZATIONS, spelled out so that parsing arguments needs no torch
+# (tested equal)
+ALIGN_METHODS = ("argmax", "threshold", "shift", "mutual", "shift-mutual")
+SYMMETRIZATIONS = ("intersection", "union", "grow-diag-final-and", "agreement")
 
 
 def refuse_overwrite(path: Path, overwrite: bool) -> None:
@@ -114,8 +115,9 @@ def workers(args, translator) -> int:
 def add_alignment_args(p, method_flag: str) -> None:
     """The options that say how attention becomes word links (align, translate --alignments)."""
     p.add_argument(method_flag, dest="align_method", choices=list(ALIGN_METHODS), default=None,
-                   help="how attention becomes links: argmax of the row that predicts each word, threshold, or "
-                        "shift (the row whose query has read it; see docs/alignment.md). Default: shift for a "
+                   help="how attention becomes links: argmax of the row that predicts each word, threshold, "
+                        "shift (the row whose query has read it), or mutual / shift-mutual (a cell that is the "
+                        "largest of its row and its column); see docs/alignment.md. Default: shift for a "
                         "model trained with train.guided_alignment.row: shift, else argmax")
     p.add_argument("--threshold", type=float, default=0.5, help="weight for the threshold method (default 0.5)")
     p.add_argument("--layer", type=int, help="Transformer: the decoder layer whose cross-attention aligns "
@@ -123,4 +125,5 @@ def add_alignment_args(p, method_flag: str) -> None:
     p.add_argument("--head", type=int, help="Transformer: one head of that layer (default: the heads' average)")
     p.add_argument("--symmetrize", choices=list(SYMMETRIZATIONS),
                    help="combine the links of the model and of --reverse-model (intersection, union or "
-                        "grow-diag-final-and)")
+                        "grow-diag-final-and), or their attention (agreement: the mutual maxima of the product "
+                        "of the two directions' matrices)")

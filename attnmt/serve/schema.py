@@ -60,7 +60,7 @@ class TranslateRequest(BaseModel):
                                                      "and head's cross-attention")
     alignment: bool = Field(False, description="return word links between the source's and the translation's "
                                                "whitespace-separated words, read off the attention")
-    alignment_method: Optional[Literal["argmax", "threshold", "shift"]] = Field(
+    alignment_method: Optional[Literal["argmax", "threshold", "shift", "mutual", "shift-mutual"]] = Field(
         None, description="how attention becomes links, as `attnmt align --method` (docs/alignment.md); "
                           "default: the model's own (shift if it was guided on that row, else argmax)")
     min_len: Optional[int] = Field(None, ge=0, description="no </s> before this many output tokens (0: no "
