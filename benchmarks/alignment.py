@@ -254,6 +254,7 @@ def crossing_sentences(gold, pairs, n: int, low: int = 7, high: int = 13) -> lis
 def cmd_figures(args) -> None:
     """Word-level heatmaps of real Hansards sentences with the gold's sure links circled."""
     from attnmt.align import attention_matrices, read_gold
+    from attnmt.align.extract import method_rows
     from attnmt.translator import load
     from attnmt.viz.heatmap import plot_attention
 
@@ -264,8 +265,7 @@ def cmd_figures(args) -> None:
     matrices = attention_matrices(translator, [pairs[k][0] for k in chosen], [pairs[k][1] for k in chosen])
     out = Path(args.out_dir)
     for k, m in zip(chosen, matrices):
-        weights = m.shifted if args.method == "shift" else m.weights
-        path = plot_attention(weights, m.src_words, m.tgt_words, out / f"align_hansards_{args.name}_{k + 1}.png",
+        path = plot_attention(method_rows(m, args.method), m.src_words, m.tgt_words, out / f"align_hansards_{args.name}_{k + 1}.png",
                               title=f"Hansards pair {k + 1}, {args.method} rows; circles: gold sure links",
                               marks=gold[k].sure)
         print(path)
@@ -286,7 +286,7 @@ def main(argv=None) -> None:
     p = sub.add_parser("figures")
     p.add_argument("--model", required=True)
     p.add_argument("--name", required=True, help="a short name for the file names")
-    p.add_argument("--method", choices=["argmax", "shift"], default="argmax")
+    p.add_argument("--method", choices=["argmax", "shift", "mutual", "shift-mutual"], default="argmax")
     p.add_argument("--n", type=int, default=2)
     p.add_argument("--out-dir", default=str(ROOT / "docs" / "img"))
     p.set_defaults(func=cmd_figures)
