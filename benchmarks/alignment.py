@@ -265,7 +265,8 @@ def cmd_figures(args) -> None:
     matrices = attention_matrices(translator, [pairs[k][0] for k in chosen], [pairs[k][1] for k in chosen])
     out = Path(args.out_dir)
     for k, m in zip(chosen, matrices):
-        path = plot_attention(method_rows(m, args.method), m.src_words, m.tgt_words, out / f"align_hansards_{args.name}_{k + 1}.png",
+        path = plot_attention(method_rows(m, args.method), m.src_words, m.tgt_words,
+                              out / f"align_hansards_{args.name}_{k + 1}.png",
                               title=f"Hansards pair {k + 1}, {args.method} rows; circles: gold sure links",
                               marks=gold[k].sure)
         print(path)
