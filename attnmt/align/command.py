@@ -16,6 +16,7 @@ from attnmt.align.extract import (
     diagonal_links,
     links_from_attention,
     model_method,
+    reads_shift_rows,
 )
 from attnmt.align.links import SYMMETRIZATIONS, GoldAlignment, Link, read_gold, symmetrize
 from attnmt.align.scores import AlignmentScores, score_alignments
@@ -66,6 +67,7 @@ def attention_rows(translator, sources: Sequence[str], targets: Sequence[str], m
         if method not in METHODS:
             raise UserError(f"alignment method {method!r} is unknown; allowed: {' | '.join(METHODS)}")
     rows: dict[str, list[set[Link]]] = {}
+    agreed: dict[bool, list[set[Link]]] = {}  # agreement depends only on which rows a method reads
     forward = attention_matrices(translator, sources, targets, layer=layer, head=head)
     backward = attention_matrices(reverse, targets, sources, layer=layer, head=head) if reverse is not None else None
     for method in methods:
@@ -77,7 +79,10 @@ def attention_rows(translator, sources: Sequence[str], targets: Sequence[str], m
         for how in SYMMETRIZATIONS:
             rows[f"attention {method} {how}"] = symmetrize(rows[f"attention {method}"],
                                                            rows[f"reverse attention {method}"], how)
-        rows[f"attention {method} {AGREEMENT}"] = [agreement_links(f, b, method) for f, b in zip(forward, backward)]
+        shift = reads_shift_rows(method)
+        if shift not in agreed:
+            agreed[shift] = [agreement_links(f, b, method) for f, b in zip(forward, backward)]
+        rows[f"attention {method} {AGREEMENT}"] = agreed[shift]
     return rows
 
 

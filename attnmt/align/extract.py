@@ -126,11 +126,16 @@ def threshold_links(word_alpha: np.ndarray, threshold: float) -> set[Link]:
     return {(int(i), int(j)) for i, j in zip(src, tgt)}
 
 
-def method_rows(matrix: "WordAttention", method: str) -> np.ndarray:
-    """The word-level rows ``method`` reads: the shift rows for shift and shift-mutual, else the predicting rows."""
+def reads_shift_rows(method: str) -> bool:
+    """Whether ``method`` reads the shift rows (shift, shift-mutual) rather than the predicting rows."""
     if method not in METHODS:
         raise ValueError(f"unknown alignment method {method!r}; use one of {', '.join(METHODS)}")
-    return matrix.shifted if method.startswith("shift") else matrix.weights
+    return method.startswith("shift")
+
+
+def method_rows(matrix: "WordAttention", method: str) -> np.ndarray:
+    """The word-level rows ``method`` reads: the shift rows for shift and shift-mutual, else the predicting rows."""
+    return matrix.shifted if reads_shift_rows(method) else matrix.weights
 
 
 def links_from_attention(matrix: "WordAttention | np.ndarray", method: Method = "argmax",
@@ -141,7 +146,7 @@ def links_from_attention(matrix: "WordAttention | np.ndarray", method: Method = 
     predicting rows (argmax, threshold, mutual).
     """
     if isinstance(matrix, np.ndarray):
-        if method.startswith("shift"):
+        if reads_shift_rows(method):
             raise ValueError(f"the {method} method reads other rows of the attention: give a WordAttention")
         weights = matrix
     else:
