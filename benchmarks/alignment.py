@@ -27,6 +27,8 @@ import json
 import time
 from pathlib import Path
 
+from attnmt.cli.common import ALIGN_METHODS  # the methods of attnmt.align, without importing torch
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
 GOLD = SHARED / "alignment" / "enfr-hansards"
@@ -287,7 +289,7 @@ def main(argv=None) -> None:
     p = sub.add_parser("figures")
     p.add_argument("--model", required=True)
     p.add_argument("--name", required=True, help="a short name for the file names")
-    p.add_argument("--method", choices=["argmax", "shift", "mutual", "shift-mutual"], default="argmax")
+    p.add_argument("--method", choices=list(ALIGN_METHODS), default="argmax")
     p.add_argument("--n", type=int, default=2)
     p.add_argument("--out-dir", default=str(ROOT / "docs" / "img"))
     p.set_defaults(func=cmd_figures)
