@@ -12,6 +12,10 @@
         The one table: diagonal, eflomal (each direction and intersected), and each model x
         extraction method x symmetrization, with AER / precision / recall on the Hansards gold,
         the model's BLEU on its held-out test set, its training time and the alignment time.
+    python -m benchmarks.alignment self-links --model DIR --reverse-model DIR [--layer L]
+        Self-training: an unguided pair's own links of the training pairs (by default the mutual maxima
+        of the two directions' attention in agreement) as data/align_enfr/train.self.*.links, the
+        guidance of a new pair that then never sees a label from anywhere.
     python -m benchmarks.alignment figures --model DIR --name NAME [--method shift]
         Heatmaps of real Hansards pairs whose word order changes, the gold's sure links circled.
     python -m benchmarks.alignment why --model DIR
@@ -70,7 +74,7 @@ def write_tsv(path: Path, pairs) -> None:
 
 
 def cmd_prepare(args) -> None:
-    from attnmt.align import eflomal_align, format_links, symmetrize
+    from attnmt.align import eflomal_align, symmetrize
 
     OUT.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
@@ -81,11 +85,39 @@ def cmd_prepare(args) -> None:
     print(f"{len(pairs)} training pairs in {OUT / 'train.tsv.gz'} ({time.perf_counter() - started:.0f} s)")
     started = time.perf_counter()
     forward, reverse = eflomal_align([s for s, _ in pairs], [t for _, t in pairs])
-    links = symmetrize(forward, reverse, "grow-diag-final-and")
-    (OUT / "train.en-fr.links").write_text("".join(format_links(a) + "\n" for a in links), encoding="utf-8")
-    (OUT / "train.fr-en.links").write_text("".join(format_links({(j, i) for i, j in a}) + "\n" for a in links),
-                                           encoding="utf-8")
+    write_guidance(symmetrize(forward, reverse, "grow-diag-final-and"), "train")
     print(f"eflomal guidance links (grow-diag-final-and) in {OUT} ({time.perf_counter() - started:.0f} s)")
+
+
+def write_guidance(links, stem: str) -> None:
+    """English-French links of the training pairs as guidance for both directions: OUT/STEM.en-fr.links
+    and OUT/STEM.fr-en.links (0-based Pharaoh, one line per pair of train.tsv.gz)."""
+    from attnmt.align import format_links
+
+    (OUT / f"{stem}.en-fr.links").write_text("".join(format_links(a) + "\n" for a in links), encoding="utf-8")
+    (OUT / f"{stem}.fr-en.links").write_text("".join(format_links({(j, i) for i, j in a}) + "\n" for a in links),
+                                             encoding="utf-8")
+
+
+def cmd_self_links(args) -> None:
+    """Self-training (Zenkel et al. 2020): an unguided pair's own symmetrized attention links of the
+    training pairs, written as the guidance of a new pair. No alignment label is used anywhere."""
+    import torch
+
+    from attnmt.align import align_pairs
+    from attnmt.translator import load
+
+    torch.set_num_threads(args.threads)
+    pairs = [line.split("\t") for line in _read_gz(OUT / "train.tsv.gz")]
+    forward, reverse = load(args.model), load(args.reverse_model)
+    started, links = time.perf_counter(), []
+    for start in range(0, len(pairs), args.chunk):
+        chunk = pairs[start:start + args.chunk]
+        links += align_pairs(forward, [s for s, _ in chunk], [t for _, t in chunk], method=args.method,
+                             layer=args.layer, reverse=reverse, symmetrization=args.symmetrize)
+        print(f"{len(links)}/{len(pairs)} pairs aligned ({time.perf_counter() - started:.0f} s)", flush=True)
+    write_guidance(links, args.stem)
+    print(f"-> {OUT / args.stem}.en-fr.links, .fr-en.links")
 
 
 def _model_facts(model_dir: Path, beam: int) -> dict:
@@ -286,6 +318,16 @@ def main(argv=None) -> None:
     p.add_argument("--beam", type=int, default=5)
     p.add_argument("--out", help="JSON path (default benchmarks/results/alignment_enfr.json)")
     p.set_defaults(func=cmd_table)
+    p = sub.add_parser("self-links")
+    p.add_argument("--model", required=True, help="an unguided English->French model folder")
+    p.add_argument("--reverse-model", required=True, help="its French->English partner")
+    p.add_argument("--method", choices=list(ALIGN_METHODS), default="mutual")
+    p.add_argument("--symmetrize", default="agreement")
+    p.add_argument("--layer", type=int, default=None)
+    p.add_argument("--stem", default="train.self", help="write data/align_enfr/STEM.en-fr.links and .fr-en.links")
+    p.add_argument("--chunk", type=int, default=20000, help="pairs aligned at a time")
+    p.add_argument("--threads", type=int, default=2)
+    p.set_defaults(func=cmd_self_links)
     p = sub.add_parser("figures")
     p.add_argument("--model", required=True)
     p.add_argument("--name", required=True, help="a short name for the file names")
