@@ -314,3 +314,23 @@ def test_a_full_context_model_is_trained_and_read_in_the_full_context_pass(tiny_
         with torch.inference_mode():
             alpha = model(s_ids, torch.tensor([s_ids.size(1)]), torch.tensor([[BOS_ID] + t_ids]), layer=0, head=0)[1]
         assert np.allclose(causal.piece_weights, alpha[0, :len(t_ids)].numpy(), atol=1e-5)
+
+
+def test_links_written_by_attnmt_align_guide_a_new_model(tiny_model, tiny_corpus, tmp_path):
+    """Self-training (Zenkel et al. 2020): a model's own links of its training pairs, as `attnmt align --out`
+    writes them, are read back as guidance for every training pair."""
+    import json
+
+    from attnmt.cli import main
+    from attnmt.train import train
+
+    links = tmp_path / "self.links"
+    assert main(["align", "--model", str(tiny_model), "--src", str(tiny_corpus / "train.src"),
+                 "--tgt", str(tiny_corpus / "train.tgt"), "--out", str(links)]) == 0
+    config = tiny_config(tiny_corpus, max_steps=2, valid_every=2, valid_bleu_sample=0)
+    config.train.guided_alignment.links = str(links)
+    model_dir = train(config, tmp_path / "student", quiet=True).model_dir
+    events = [json.loads(line) for line in (model_dir / "train_log.jsonl").read_text(encoding="utf-8").splitlines()]
+    guided = next(e for e in events if "guided" in e)
+    n_train = len((tiny_corpus / "train.src").read_text(encoding="utf-8").splitlines())
+    assert (guided["guided"], guided["unguided"]) == (n_train, 0)
