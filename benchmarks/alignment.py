@@ -13,9 +13,9 @@
         extraction method x symmetrization, with AER / precision / recall on the Hansards gold,
         the model's BLEU on its held-out test set, its training time and the alignment time.
     python -m benchmarks.alignment self-links --model DIR --reverse-model DIR [--layer L]
-        Self-training: an unguided pair's own links of the training pairs (by default the mutual maxima
-        of the two directions' attention in agreement) as data/align_enfr/train.self.*.links, the
-        guidance of a new pair that then never sees a label from anywhere.
+        Self-training: a pair's own links of the training pairs (by default the mutual maxima of the
+        two directions' attention in agreement) as data/align_enfr/train.self.*.links, the guidance
+        of a new pair; with an unguided teacher (or its students) no label is used anywhere.
     python -m benchmarks.alignment figures --model DIR --name NAME [--method shift]
         Heatmaps of real Hansards pairs whose word order changes, the gold's sure links circled.
     python -m benchmarks.alignment why --model DIR
@@ -31,7 +31,7 @@ import json
 import time
 from pathlib import Path
 
-from attnmt.cli.common import ALIGN_METHODS  # the methods of attnmt.align, without importing torch
+from attnmt.cli.common import ALIGN_METHODS, SYMMETRIZATIONS  # attnmt.align's choices, without importing torch
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
@@ -100,8 +100,9 @@ def write_guidance(links, stem: str) -> None:
 
 
 def cmd_self_links(args) -> None:
-    """Self-training (Zenkel et al. 2020): an unguided pair's own symmetrized attention links of the
-    training pairs, written as the guidance of a new pair. No alignment label is used anywhere."""
+    """Self-training (Zenkel et al. 2020): a pair's own symmetrized attention links of the training pairs
+    (an unguided pair's, or an earlier student's), written as the guidance of a new pair. No alignment
+    label is used anywhere, as long as the teacher was never guided by one."""
     import torch
 
     from attnmt.align import align_pairs
@@ -319,10 +320,10 @@ def main(argv=None) -> None:
     p.add_argument("--out", help="JSON path (default benchmarks/results/alignment_enfr.json)")
     p.set_defaults(func=cmd_table)
     p = sub.add_parser("self-links")
-    p.add_argument("--model", required=True, help="an unguided English->French model folder")
+    p.add_argument("--model", required=True, help="an English->French model folder (unguided, or an earlier student)")
     p.add_argument("--reverse-model", required=True, help="its French->English partner")
     p.add_argument("--method", choices=list(ALIGN_METHODS), default="mutual")
-    p.add_argument("--symmetrize", default="agreement")
+    p.add_argument("--symmetrize", choices=list(SYMMETRIZATIONS), default="agreement")
     p.add_argument("--layer", type=int, default=None)
     p.add_argument("--stem", default="train.self", help="write data/align_enfr/STEM.en-fr.links and .fr-en.links")
     p.add_argument("--chunk", type=int, default=20000, help="pairs aligned at a time")
