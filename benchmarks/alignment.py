@@ -12,10 +12,11 @@
         The one table: diagonal, eflomal (each direction and intersected), and each model x
         extraction method x symmetrization, with AER / precision / recall on the Hansards gold,
         the model's BLEU on its held-out test set, its training time and the alignment time.
-    python -m benchmarks.alignment self-links --model DIR --reverse-model DIR [--layer L]
+    python -m benchmarks.alignment self-links --model DIR [--reverse-model DIR] [--layer L]
         Self-training: a pair's own links of the training pairs (by default the mutual maxima of the
-        two directions' attention in agreement) as data/align_enfr/train.self.*.links, the guidance
-        of a new pair; with an unguided teacher (or its students) no label is used anywhere.
+        two directions' attention in agreement; without --reverse-model, the English->French model's
+        own links alone) as data/align_enfr/train.self.*.links, the guidance of a new model; with an
+        unguided teacher (or its students) no label is used anywhere.
     python -m benchmarks.alignment figures --model DIR --name NAME [--method shift]
         Heatmaps of real Hansards pairs whose word order changes, the gold's sure links circled.
     python -m benchmarks.alignment why --model DIR
@@ -101,8 +102,9 @@ def write_guidance(links, stem: str) -> None:
 
 def cmd_self_links(args) -> None:
     """Self-training (Zenkel et al. 2020): a pair's own symmetrized attention links of the training pairs
-    (an unguided pair's, or an earlier student's), written as the guidance of a new pair. No alignment
-    label is used anywhere, as long as the teacher was never guided by one."""
+    (an unguided pair's, or an earlier student's), written as the guidance of a new pair; without a
+    reverse model, one direction's own links (``--symmetrize`` is then not used). No alignment label is
+    used anywhere, as long as the teacher was never guided by one."""
     import torch
 
     from attnmt.align import align_pairs
@@ -110,12 +112,14 @@ def cmd_self_links(args) -> None:
 
     torch.set_num_threads(args.threads)
     pairs = [line.split("\t") for line in _read_gz(OUT / "train.tsv.gz")]
-    forward, reverse = load(args.model), load(args.reverse_model)
+    forward = load(args.model)
+    reverse = load(args.reverse_model) if args.reverse_model else None
+    symmetrization = args.symmetrize if reverse is not None else None
     started, links = time.perf_counter(), []
     for start in range(0, len(pairs), args.chunk):
         chunk = pairs[start:start + args.chunk]
         links += align_pairs(forward, [s for s, _ in chunk], [t for _, t in chunk], method=args.method,
-                             layer=args.layer, reverse=reverse, symmetrization=args.symmetrize)
+                             layer=args.layer, reverse=reverse, symmetrization=symmetrization)
         print(f"{len(links)}/{len(pairs)} pairs aligned ({time.perf_counter() - started:.0f} s)", flush=True)
     write_guidance(links, args.stem)
     print(f"-> {OUT / args.stem}.en-fr.links, .fr-en.links")
@@ -321,7 +325,8 @@ def main(argv=None) -> None:
     p.set_defaults(func=cmd_table)
     p = sub.add_parser("self-links")
     p.add_argument("--model", required=True, help="an English->French model folder (unguided, or an earlier student)")
-    p.add_argument("--reverse-model", required=True, help="its French->English partner")
+    p.add_argument("--reverse-model", help="its French->English partner (without it: the English->French model's "
+                   "own links, not symmetrized)")
     p.add_argument("--method", choices=list(ALIGN_METHODS), default="mutual")
     p.add_argument("--symmetrize", choices=list(SYMMETRIZATIONS), default="agreement")
     p.add_argument("--layer", type=int, default=None)
