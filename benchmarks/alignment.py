@@ -103,7 +103,7 @@ def write_guidance(links, stem: str) -> None:
 def cmd_self_links(args) -> None:
     """Self-training (Zenkel et al. 2020): a pair's own symmetrized attention links of the training pairs
     (an unguided pair's, or an earlier student's), written as the guidance of a new pair; without a
-    reverse model, one direction's own links (``--symmetrize`` is then not used). No alignment label is
+    reverse model, one direction's own links. No alignment label is
     used anywhere, as long as the teacher was never guided by one."""
     import torch
 
@@ -114,7 +114,7 @@ def cmd_self_links(args) -> None:
     pairs = [line.split("\t") for line in _read_gz(OUT / "train.tsv.gz")]
     forward = load(args.model)
     reverse = load(args.reverse_model) if args.reverse_model else None
-    symmetrization = args.symmetrize if reverse is not None else None
+    symmetrization = (args.symmetrize or "agreement") if reverse is not None else None
     started, links = time.perf_counter(), []
     for start in range(0, len(pairs), args.chunk):
         chunk = pairs[start:start + args.chunk]
@@ -328,7 +328,8 @@ def main(argv=None) -> None:
     p.add_argument("--reverse-model", help="its French->English partner (without it: the English->French model's "
                    "own links, not symmetrized)")
     p.add_argument("--method", choices=list(ALIGN_METHODS), default="mutual")
-    p.add_argument("--symmetrize", choices=list(SYMMETRIZATIONS), default="agreement")
+    p.add_argument("--symmetrize", choices=list(SYMMETRIZATIONS), default=None,
+                   help="how the two directions combine (default agreement); needs --reverse-model")
     p.add_argument("--layer", type=int, default=None)
     p.add_argument("--stem", default="train.self", help="write data/align_enfr/STEM.en-fr.links and .fr-en.links")
     p.add_argument("--chunk", type=int, default=20000, help="pairs aligned at a time")
@@ -347,6 +348,8 @@ def main(argv=None) -> None:
     p.add_argument("--out")
     p.set_defaults(func=cmd_why)
     args = parser.parse_args(argv)
+    if args.func is cmd_self_links and args.symmetrize and not args.reverse_model:
+        parser.error("self-links: --symmetrize combines two directions; give --reverse-model DIR too, or drop it")
     if getattr(args, "method", "x") is None:
         args.method = ["argmax", "shift"]
     args.func(args)
