@@ -103,8 +103,8 @@ def write_guidance(links, stem: str) -> None:
 def cmd_self_links(args) -> None:
     """Self-training (Zenkel et al. 2020): a pair's own symmetrized attention links of the training pairs
     (an unguided pair's, or an earlier student's), written as the guidance of a new pair; without a
-    reverse model, one direction's own links. No alignment label is
-    used anywhere, as long as the teacher was never guided by one."""
+    reverse model, one direction's own links. No alignment label is used anywhere, as long as the
+    teacher was never guided by one."""
     import torch
 
     from attnmt.align import align_pairs
