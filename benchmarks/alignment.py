@@ -125,16 +125,18 @@ def cmd_self_links(args) -> None:
     print(f"-> {OUT / args.stem}.en-fr.links, .fr-en.links")
 
 
-def _model_facts(model_dir: Path, beam: int) -> dict:
-    """Training time and steps from the model folder's log; BLEU (beam ``beam``) on its held-out test set."""
+def _model_facts(model_dir: Path, beam: int, checkpoint: str = "best") -> dict:
+    """Training time and steps from the model folder's log; BLEU (beam ``beam``) of ``checkpoint`` on its
+    held-out test set."""
     from attnmt.evaluate import evaluate_translator
     from attnmt.runlog import training_summary
     from attnmt.translator import load
 
     summary = training_summary(model_dir)
     started = time.perf_counter()
-    report = evaluate_translator(load(model_dir), model_dir / "test.src", model_dir / "test.tgt", beam=beam)
-    return {"model_dir": str(model_dir), "train_s": summary.get("wall_s"), "steps": summary.get("steps"),
+    report = evaluate_translator(load(model_dir, checkpoint=checkpoint), model_dir / "test.src",
+                                 model_dir / "test.tgt", beam=beam)
+    return {"model_dir": str(model_dir), "checkpoint": checkpoint, "train_s": summary.get("wall_s"), "steps": summary.get("steps"),
             "best_valid_ppl": round(summary["best_valid_ppl"], 2) if "best_valid_ppl" in summary else None,
             "test_bleu": round(report.scores.bleu, 2), "bleu_signature": report.scores.bleu_signature,
             "test_sentences": report.n_sentences, "decode_s": round(time.perf_counter() - started, 1)}
@@ -152,9 +154,9 @@ def cmd_table(args) -> None:
         name, _, dirs = spec.partition("=")
         forward, _, reverse = dirs.partition(",")
         result = align_files(forward, src, tgt, gold_path=gold, baselines=("diagonal", "eflomal") if k == 0 else (),
-                             reverse_model=reverse or None)
-        models[name] = {"forward": _model_facts(Path(forward), args.beam),
-                        **({"reverse": _model_facts(Path(reverse), args.beam)} if reverse else {}),
+                             reverse_model=reverse or None, checkpoint=args.checkpoint)
+        models[name] = {"forward": _model_facts(Path(forward), args.beam, args.checkpoint),
+                        **({"reverse": _model_facts(Path(reverse), args.beam, args.checkpoint)} if reverse else {}),
                         "align_s": result.seconds}
         for row, scores in result.scores.items():
             label = row if not row.startswith(("attention", "reverse")) else f"{name}: {row}"
@@ -321,6 +323,8 @@ def main(argv=None) -> None:
     p.add_argument("--model", action="append", required=True, metavar="NAME=DIR[,REVERSE_DIR]",
                    help="an English->French model folder, optionally with its French->English partner")
     p.add_argument("--beam", type=int, default=5)
+    p.add_argument("--checkpoint", default="best", help="which checkpoint of every model folder: best, last, "
+                   "averaged (attnmt average) or stepN, as attnmt align --checkpoint")
     p.add_argument("--out", help="JSON path (default benchmarks/results/alignment_enfr.json)")
     p.set_defaults(func=cmd_table)
     p = sub.add_parser("self-links")
