@@ -136,7 +136,8 @@ def _model_facts(model_dir: Path, beam: int, checkpoint: str = "best") -> dict:
     started = time.perf_counter()
     report = evaluate_translator(load(model_dir, checkpoint=checkpoint), model_dir / "test.src",
                                  model_dir / "test.tgt", beam=beam)
-    return {"model_dir": str(model_dir), "checkpoint": checkpoint, "train_s": summary.get("wall_s"), "steps": summary.get("steps"),
+    return {"model_dir": str(model_dir), "checkpoint": checkpoint, "train_s": summary.get("wall_s"),
+            "steps": summary.get("steps"),
             "best_valid_ppl": round(summary["best_valid_ppl"], 2) if "best_valid_ppl" in summary else None,
             "test_bleu": round(report.scores.bleu, 2), "bleu_signature": report.scores.bleu_signature,
             "test_sentences": report.n_sentences, "decode_s": round(time.perf_counter() - started, 1)}

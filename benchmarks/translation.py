@@ -25,7 +25,7 @@ from attnmt.runlog import training_summary  # noqa: E402
 from benchmarks.common import tokenize_lowercase, write_result
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("config")
     parser.add_argument("--model-dir", help="default models/<config name>")
@@ -42,8 +42,35 @@ def main() -> int:
     parser.add_argument("--beams", default="1,5", help="comma-separated beam sizes to evaluate (1 = greedy)")
     parser.add_argument("--align-src"), parser.add_argument("--align-tgt"), parser.add_argument("--align-gold")
     parser.add_argument("--out", help="JSON result path (default benchmarks/results/<config name>.json)")
-    args = parser.parse_args()
+    return parser.parse_args()
 
+
+def evaluate_beam(translator, name: str, sources: list[str], references: list[str], beam: int) -> dict:
+    """BLEU (cased, lowercased, and tokenized-lowercased as Multi30k papers report it), chrF, decoding time
+    and BLEU by source length of one beam size."""
+    started = time.perf_counter()
+    translations = translator.translate(sources, beam=beam)
+    seconds = time.perf_counter() - started
+    hypotheses = [t.text for t in translations]
+    cased = corpus_scores(hypotheses, references)
+    lower = corpus_scores(hypotheses, references, lowercase=True)
+    # Multi30k papers' convention (and the peers'): lowercased, punctuation split, no further tokenization.
+    tok_lc = corpus_scores([tokenize_lowercase(h) for h in hypotheses], [tokenize_lowercase(r) for r in references],
+                           tokenize="none")
+    buckets = bleu_by_length([max(len(t.src_tokens), 1) for t in translations], hypotheses, references)
+    print(f"{name} beam {beam}: BLEU {cased.bleu:.2f} (lowercased {lower.bleu:.2f}, tokenized "
+          f"lowercased {tok_lc.bleu:.2f}), chrF {cased.chrf:.2f}, decoding {seconds:.1f} s", flush=True)
+    return {
+        "bleu": round(cased.bleu, 2), "bleu_signature": cased.bleu_signature,
+        "bleu_lowercased": round(lower.bleu, 2), "bleu_lowercased_signature": lower.bleu_signature,
+        "bleu_tokenized_lowercased": round(tok_lc.bleu, 2),
+        "chrf": round(cased.chrf, 2), "decode_s": round(seconds, 2), "sentences": len(sources),
+        "by_length": [{"lengths": b.label, "n": b.n, "bleu": round(b.bleu, 2)} for b in buckets],
+    }
+
+
+def main() -> int:
+    args = parse_args()
     overrides = list(args.set)
     if args.max_time:
         overrides.append(f"train.max_time_s={args.max_time}")
@@ -70,30 +97,10 @@ def main() -> int:
     # A config with one corpus file holds its test pairs out into the model folder (data.test_size).
     test_src = config.data.test_src or str(model_dir / "test.src")
     test_tgt = config.data.test_tgt or str(model_dir / "test.tgt")
-    evaluations = {}
     pairs = read_parallel(test_src, test_tgt)
     sources, references = [src for src, _ in pairs], [ref for _, ref in pairs]
-    for beam in (int(b) for b in args.beams.split(",")):
-        started = time.perf_counter()
-        translations = translator.translate(sources, beam=beam)
-        seconds = time.perf_counter() - started
-        hypotheses = [t.text for t in translations]
-        cased = corpus_scores(hypotheses, references)
-        lower = corpus_scores(hypotheses, references, lowercase=True)
-        # Multi30k papers' convention (and the peers'): lowercased, punctuation split, no further tokenization.
-        tok_lc = corpus_scores([tokenize_lowercase(h) for h in hypotheses], [tokenize_lowercase(r) for r in references],
-                               tokenize="none")
-        buckets = bleu_by_length([max(len(t.src_tokens), 1) for t in translations], hypotheses, references)
-        evaluations[f"beam{beam}"] = {
-            "bleu": round(cased.bleu, 2), "bleu_signature": cased.bleu_signature,
-            "bleu_lowercased": round(lower.bleu, 2), "bleu_lowercased_signature": lower.bleu_signature,
-            "bleu_tokenized_lowercased": round(tok_lc.bleu, 2),
-            "chrf": round(cased.chrf, 2), "decode_s": round(seconds, 2), "sentences": len(pairs),
-            "by_length": [{"lengths": b.label, "n": b.n, "bleu": round(b.bleu, 2)} for b in buckets],
-        }
-        print(f"{config.name} beam {beam}: BLEU {cased.bleu:.2f} (lowercased {lower.bleu:.2f}, tokenized "
-              f"lowercased {tok_lc.bleu:.2f}), "
-              f"chrF {cased.chrf:.2f}, decoding {seconds:.1f} s", flush=True)
+    evaluations = {f"beam{beam}": evaluate_beam(translator, config.name, sources, references, beam)
+                   for beam in (int(b) for b in args.beams.split(","))}
     result = {"config": args.config, "overrides": overrides, "model_dir": str(model_dir), "checkpoint": checkpoint,
               "averaged_last": args.average_last,
               "test": {"src": test_src, "ref": test_tgt},
