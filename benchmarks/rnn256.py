@@ -132,7 +132,7 @@ def measure_decoding(translator, sources: list[str], references: list[str], labe
     return decoding, sentences_per_s
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--multi30k", default=str(ROOT.parent / "shared" / "data" / "multi30k"))
     parser.add_argument("--seconds", type=float, default=240.0, help="training wall time")
@@ -151,7 +151,31 @@ def main() -> int:
     parser.add_argument("--reuse", metavar="MODEL_DIR",
                         help="do not train: measure a model folder kept by an earlier run (--keep-model); the "
                              "training numbers are that run's")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def decoding_rows(translator, model_dir: Path, sources: list[str], references: list[str], device: str,
+                  workers: int) -> dict:
+    """The model decoding the test set in float32; on a CPU also with int8 linear layers (as `attnmt
+    translate --int8` loads it) and, with ``workers`` > 1, both again in worker processes."""
+    from attnmt.translator import load
+
+    decoding, sentences_per_s = measure_decoding(translator, sources, references, "float32")
+    rows = {"decoding": decoding, "sentences_per_s": sentences_per_s}
+    if device != "cpu":
+        return rows
+    int8 = load(model_dir, checkpoint="last", int8=True)
+    rows["decoding_int8"], rows["sentences_per_s_int8"] = measure_decoding(int8, sources, references, "int8")
+    if workers > 1:  # the same models again, decoded by worker processes
+        for name, model in (("float32", translator), ("int8", int8)):
+            label = f"{name}_workers{workers}"
+            rows[f"decoding_{label}"], rows[f"sentences_per_s_{label}"] = measure_decoding(
+                model, sources, references, label, workers)
+    return rows
+
+
+def main() -> int:
+    args = parse_args()
     import yaml
 
     model = {key: yaml.safe_load(value) for key, value in (item.split("=", 1) for item in args.model)}
@@ -184,17 +208,7 @@ def main() -> int:
         flops = flops_per_target_token(translator, data)
         sources = (data / "test_2016_flickr.de").read_text(encoding="utf-8").splitlines()
         references = (data / "test_2016_flickr.en").read_text(encoding="utf-8").splitlines()
-        decoding, sentences_per_s = measure_decoding(translator, sources, references, "float32")
-        if args.device == "cpu":
-            int8 = load(model_dir, checkpoint="last", int8=True)  # as `attnmt translate --int8` loads it
-            decoding_int8, sentences_per_s_int8 = measure_decoding(int8, sources, references, "int8")
-            in_workers = {}
-            if args.workers > 1:  # the same models again, decoded by worker processes
-                for name, model in (("float32", translator), ("int8", int8)):
-                    label = f"{name}_workers{args.workers}"
-                    decoding_w, sentences_per_s_w = measure_decoding(model, sources, references, label, args.workers)
-                    in_workers[f"decoding_{label}"] = decoding_w
-                    in_workers[f"sentences_per_s_{label}"] = sentences_per_s_w
+        decodings = decoding_rows(translator, model_dir, sources, references, args.device, args.workers)
         parameters = sum(p.numel() for p in translator.model.parameters())
     achieved = median_speed * flops / 1e9
     # A reused model trained at another time, against another peak (this machine's speed wanders): the
@@ -213,11 +227,8 @@ def main() -> int:
         "achieved_gflops": round(achieved, 1),
         "matmul_peak_gflops": peak,
         **shares,
-        "decoding": decoding,
-        "sentences_per_s": sentences_per_s,
+        **decodings,
     }
-    if args.device == "cpu":  # the same model decoding with int8 linear layers (attnmt translate --int8)
-        payload.update(decoding_int8=decoding_int8, sentences_per_s_int8=sentences_per_s_int8, **in_workers)
     path = write_result("rnn256", payload, args.out)
     print(json.dumps(payload, indent=1))
     print(f"-> {path}")
