@@ -43,6 +43,45 @@ def torch_selection(x, k):
     return x.max(dim=1) if k == 1 else x.topk(k, dim=1)
 
 
+def decoder_rows(translator, sources: list[str]) -> dict[str, int]:
+    """Decoder rows (hypothesis steps) that beam 5 computes with exact and with early stopping."""
+    rows = {}
+    decode_step = translator.model.decode_step
+    for stopping in ("exact", "early"):
+        count = [0]
+
+        def counting(y_prev, state, enc, count=count):
+            count[0] += y_prev.numel()
+            return decode_step(y_prev, state, enc)
+
+        translator.model.decode_step = counting
+        translator.translate(sources, beam=5, batch_size=64, batch_tokens=10**6, stopping=stopping)
+        rows[stopping] = count[0]
+    translator.model.decode_step = decode_step
+    return rows
+
+
+def lever_summary(times: dict[str, list[float]], inside: dict[tuple[str, str], list[float]],
+                  outputs: dict[str, list[str]]) -> dict[str, dict]:
+    """Per lever: the decoding time without it against all on (median over rounds), the time inside its
+    function in both forms, and how many translations stay the same."""
+    base = times["all on"]
+    levers = {}
+    for name, values in times.items():
+        if name == "all on":
+            continue
+        lever = name.removesuffix(" off")
+        older_inside, newer_inside = (statistics.median(inside[(v, lever)]) for v in (name, "all on"))
+        levers[lever] = {
+            "older_form_s": statistics.median(values),
+            "slowdown_median_of_rounds": round(statistics.median(v / b for v, b in zip(values, base)), 3),
+            "inside_function_s": {"older": round(older_inside, 3), "newer": round(newer_inside, 3)},
+            "inside_saving_share_of_all_on": round((older_inside - newer_inside) / statistics.median(base), 3),
+            "same_translations": sum(a == b for a, b in zip(outputs[name], outputs["all on"])),
+        }
+    return levers
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=str(ROOT / "models" / "rnn256_luong"))
@@ -88,34 +127,9 @@ def main() -> int:
         print("; ".join(f"{name} {values[-1]:.2f} s" for name, values in times.items()), flush=True)
     attention._additive_scores, search._best_per_row = new_scores, new_selection  # everything back on
 
-    rows = {}
-    decode_step = current.model.decode_step
-    for stopping in ("exact", "early"):
-        count = [0]
-
-        def counting(y_prev, state, enc, count=count):
-            count[0] += y_prev.numel()
-            return decode_step(y_prev, state, enc)
-
-        current.model.decode_step = counting
-        current.translate(sources, beam=5, batch_size=64, batch_tokens=10**6, stopping=stopping)
-        rows[stopping] = count[0]
-    current.model.decode_step = decode_step
-
+    rows = decoder_rows(current, sources)
     base = times["all on"]
-    levers = {}
-    for name, values in times.items():
-        if name == "all on":
-            continue
-        lever = name.removesuffix(" off")
-        older_inside, newer_inside = (statistics.median(inside[(v, lever)]) for v in (name, "all on"))
-        levers[lever] = {
-            "older_form_s": statistics.median(values),
-            "slowdown_median_of_rounds": round(statistics.median(v / b for v, b in zip(values, base)), 3),
-            "inside_function_s": {"older": round(older_inside, 3), "newer": round(newer_inside, 3)},
-            "inside_saving_share_of_all_on": round((older_inside - newer_inside) / statistics.median(base), 3),
-            "same_translations": sum(a == b for a, b in zip(outputs[name], outputs["all on"])),
-        }
+    levers = lever_summary(times, inside, outputs)
     payload = {"model": args.model, "sentences": len(sources), "beam": 5, "int8": True, "threads": 1,
                "rounds": args.rounds, "all_on_s": statistics.median(base), "times_s": times, "levers": levers,
                "decoder_rows": rows}
