@@ -214,6 +214,30 @@ def _silver(links) -> list:
     return [GoldAlignment(frozenset(a), frozenset(a)) for a in links]
 
 
+def _breakdown(found, gold, hansards) -> dict:
+    """AER of the Hansards links ``found`` against ``gold``: overall, by French word category and by
+    source length."""
+    from attnmt.align import score_alignments
+
+    entry: dict = {"gold_aer": round(score_alignments(found, gold).aer, 4), "by_category": {},
+                   "by_source_length": {}}
+    words = [t.split() for _, t in hansards]
+    for cat in ("content word", "function word", "punctuation"):
+        def in_category(k, j, cat=cat):
+            return word_category(words[k][j]) == cat
+
+        sc = score_alignments(*_restricted(found, gold, in_category))
+        entry["by_category"][cat] = {"aer": round(sc.aer, 4), "precision": round(sc.precision, 4),
+                                     "recall": round(sc.recall, 4), "sure": sc.sure}
+    for low, high in ((1, 10), (11, 20), (21, 30), (31, 1000)):
+        keep = [k for k, (s, _) in enumerate(hansards) if low <= len(s.split()) <= high]
+        if keep:
+            sc = score_alignments([found[k] for k in keep], [gold[k] for k in keep])
+            entry["by_source_length"][f"{low}-{high if high < 1000 else ''}"] = {
+                "sentences": len(keep), "aer": round(sc.aer, 4)}
+    return entry
+
+
 def cmd_why(args) -> None:
     """Where the attention misaligns: by French word category, by sentence length, and on in-domain
     (held-out Tatoeba/Multi30k) against out-of-domain (Hansards) sentences, with eflomal as the reference."""
@@ -236,27 +260,9 @@ def cmd_why(args) -> None:
     for method in args.method:
         found = {domain: attention_rows(translator, [s for s, _ in pairs], [t for _, t in pairs], (method,))[
             f"attention {method}"] for domain, pairs in (("hansards", hansards), ("held_out", held))}
-        entry: dict = {"gold_aer": round(score_alignments(found["hansards"], gold).aer, 4)}
+        entry = _breakdown(found["hansards"], gold, hansards)
         entry["against_eflomal_intersection"] = {d: round(score_alignments(found[d], reference[d]).aer, 4)
                                                  for d in found}
-        words = [t.split() for _, t in hansards]
-        entry["by_category"] = {}
-        for cat in ("content word", "function word", "punctuation"):
-            def in_category(k, j, words=words, cat=cat):
-                return word_category(words[k][j]) == cat
-
-            links, g = _restricted(found["hansards"], gold, in_category)
-            sc = score_alignments(links, g)
-            entry["by_category"][cat] = {"aer": round(sc.aer, 4), "precision": round(sc.precision, 4),
-                                         "recall": round(sc.recall, 4), "sure": sc.sure}
-        entry["by_source_length"] = {}
-        for low, high in ((1, 10), (11, 20), (21, 30), (31, 1000)):
-            keep = [k for k, (s, _) in enumerate(hansards) if low <= len(s.split()) <= high]
-            if not keep:
-                continue
-            sc = score_alignments([found["hansards"][k] for k in keep], [gold[k] for k in keep])
-            entry["by_source_length"][f"{low}-{high if high < 1000 else ''}"] = {
-                "sentences": len(keep), "aer": round(sc.aer, 4)}
         result["methods"][method] = entry
         print(method, json.dumps(entry), flush=True)
     # Which row aligns: the row that predicts y_t (offset 0), the next, or the one after (argmax each).
