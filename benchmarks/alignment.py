@@ -112,8 +112,8 @@ def cmd_self_links(args) -> None:
 
     torch.set_num_threads(args.threads)
     pairs = [line.split("\t") for line in _read_gz(OUT / "train.tsv.gz")]
-    forward = load(args.model)
-    reverse = load(args.reverse_model) if args.reverse_model else None
+    forward = load(args.model, checkpoint=args.checkpoint)
+    reverse = load(args.reverse_model, checkpoint=args.checkpoint) if args.reverse_model else None
     symmetrization = (args.symmetrize or "agreement") if reverse is not None else None
     started, links = time.perf_counter(), []
     for start in range(0, len(pairs), args.chunk):
@@ -342,6 +342,8 @@ def main(argv=None) -> None:
     p.add_argument("--symmetrize", choices=list(SYMMETRIZATIONS), default=None,
                    help="how the two directions combine (default agreement); needs --reverse-model")
     p.add_argument("--layer", type=int, default=None)
+    p.add_argument("--checkpoint", default="best", help="which checkpoint of the folders labels the pairs: best, "
+                   "last, averaged or stepN")
     p.add_argument("--stem", default="train.self", help="write data/align_enfr/STEM.en-fr.links and .fr-en.links")
     p.add_argument("--chunk", type=int, default=20000, help="pairs aligned at a time")
     p.add_argument("--threads", type=int, default=2)
