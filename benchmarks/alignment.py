@@ -238,10 +238,21 @@ def _breakdown(found, gold, hansards) -> dict:
     return entry
 
 
+def _links(translator, reverse, pairs, method: str, symmetrization: str | None) -> list:
+    """The links of ``pairs`` from one model's attention, or from a pair of models symmetrized."""
+    from attnmt.align import align_pairs, attention_rows
+
+    sources, targets = [s for s, _ in pairs], [t for _, t in pairs]
+    if reverse is None:
+        return attention_rows(translator, sources, targets, (method,))[f"attention {method}"]
+    return align_pairs(translator, sources, targets, method=method, reverse=reverse, symmetrization=symmetrization)
+
+
 def cmd_why(args) -> None:
     """Where the attention misaligns: by French word category, by sentence length, and on in-domain
-    (held-out Tatoeba/Multi30k) against out-of-domain (Hansards) sentences, with eflomal as the reference."""
-    from attnmt.align import attention_rows, read_gold, score_alignments
+    (held-out Tatoeba/Multi30k) against out-of-domain (Hansards) sentences, with eflomal as the reference.
+    With ``--reverse-model``, the two directions' links symmetrized (default agreement)."""
+    from attnmt.align import read_gold, score_alignments
     from attnmt.align.command import _eflomal_corpus, eflomal_rows
     from attnmt.translator import load
 
@@ -251,15 +262,20 @@ def cmd_why(args) -> None:
     held = list(zip((model_dir / "test.src").read_text(encoding="utf-8").splitlines(),
                     (model_dir / "test.tgt").read_text(encoding="utf-8").splitlines()))
     corpus = _eflomal_corpus(None, model_dir)
-    translator = load(model_dir)
-    result: dict = {"model_dir": str(model_dir), "methods": {}}
-    reference = {}
-    for domain, pairs in (("hansards", hansards), ("held_out", held)):
+    translator = load(model_dir, checkpoint=args.checkpoint)
+    reverse = load(args.reverse_model, checkpoint=args.checkpoint) if args.reverse_model else None
+    symmetrization = (args.symmetrize or "agreement") if reverse is not None else None
+    result: dict = {"model_dir": str(model_dir), "reverse_model_dir": args.reverse_model,
+                    "symmetrization": symmetrization, "checkpoint": args.checkpoint, "methods": {}}
+    reference, domains = {}, (("hansards", hansards), ("held_out", held))
+    for domain, pairs in domains:
         rows = eflomal_rows([s for s, _ in pairs], [t for _, t in pairs], corpus)
         reference[domain] = _silver(rows["eflomal intersection"])
+        # How far eflomal's own symmetrizations are apart: the scale of "close to eflomal" in each domain.
+        result.setdefault("eflomal_grow_diag_final_and_against_intersection", {})[domain] = round(
+            score_alignments(rows["eflomal grow-diag-final-and"], reference[domain]).aer, 4)
     for method in args.method:
-        found = {domain: attention_rows(translator, [s for s, _ in pairs], [t for _, t in pairs], (method,))[
-            f"attention {method}"] for domain, pairs in (("hansards", hansards), ("held_out", held))}
+        found = {domain: _links(translator, reverse, pairs, method, symmetrization) for domain, pairs in domains}
         entry = _breakdown(found["hansards"], gold, hansards)
         entry["against_eflomal_intersection"] = {d: round(score_alignments(found[d], reference[d]).aer, 4)
                                                  for d in found}
@@ -278,9 +294,11 @@ def cmd_why(args) -> None:
     print("by row offset", result["by_row_offset"], flush=True)
     efl = score_alignments([set(g.sure) for g in reference["hansards"]], gold)
     result["eflomal_intersection_gold_aer"] = round(efl.aer, 4)
+    result["eflomal_intersection"] = _breakdown([set(g.sure) for g in reference["hansards"]], gold, hansards)
     from benchmarks.common import write_result
 
-    name = f"alignment_why_{model_dir.name}"
+    name = (f"alignment_why_{model_dir.name}" + (f"_{symmetrization}" if symmetrization else "")
+            + (f"_{args.checkpoint}" if args.checkpoint != "best" else ""))
     print(f"-> {write_result(name, result, args.out)}")
 
 
@@ -358,11 +376,15 @@ def main(argv=None) -> None:
     p = sub.add_parser("why")
     p.add_argument("--model", required=True, help="an English->French model folder")
     p.add_argument("--method", action="append", default=None, help="extraction methods (default argmax, shift)")
+    p.add_argument("--reverse-model", help="its French->English partner: score the two directions symmetrized")
+    p.add_argument("--symmetrize", choices=list(SYMMETRIZATIONS), default=None,
+                   help="how the two directions combine (default agreement); needs --reverse-model")
+    p.add_argument("--checkpoint", default="best", help="best, last, averaged or stepN of both folders")
     p.add_argument("--out")
     p.set_defaults(func=cmd_why)
     args = parser.parse_args(argv)
-    if args.func is cmd_self_links and args.symmetrize and not args.reverse_model:
-        parser.error("self-links: --symmetrize combines two directions; give --reverse-model DIR too, or drop it")
+    if args.func in (cmd_self_links, cmd_why) and args.symmetrize and not args.reverse_model:
+        parser.error(f"{args.command}: --symmetrize combines two directions; give --reverse-model DIR too, or drop it")
     if getattr(args, "method", "x") is None:
         args.method = ["argmax", "shift"]
     args.func(args)
