@@ -7,10 +7,10 @@ Losses are sums over target tokens; the training loop divides by the tokens of t
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnmt.config import Config
+from attnmt.cross_entropy import cross_entropy_sum
 from attnmt.data.batching import Batch
 from attnmt.data.dataset import ParallelData
 from attnmt.data.loading import batch_of, make_batches
@@ -50,9 +50,8 @@ def with_eos_inputs(tgt_in: Tensor, tgt_len: Tensor, extra: int) -> Tensor:
 
 
 def nll_loss(logits: torch.Tensor, tgt_out: torch.Tensor, label_smoothing: float = 0.0) -> torch.Tensor:
-    """Summed cross-entropy over the real (unpadded) target tokens."""
-    return F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), tgt_out.reshape(-1), ignore_index=PAD_ID,
-                           reduction="sum", label_smoothing=label_smoothing)
+    """Summed cross-entropy over the real (unpadded) target tokens, in fp32 (attnmt.cross_entropy)."""
+    return cross_entropy_sum(logits.reshape(-1, logits.size(-1)), tgt_out.reshape(-1), PAD_ID, label_smoothing)
 
 
 def validation_loss(model: nn.Module, data: ParallelData, config: Config, device: torch.device) -> float:
