@@ -87,12 +87,20 @@ def guidance_matrix(guidance: Sequence[PieceLinks | None], src_len: int, tgt_len
     source pieces. A pair of n pieces has the rows 0..n (inputs <s> y_0 .. y_{n-1}), and
     ``extra_rows`` more when the decoder also read ``</s>``; a piece whose row falls past them gets
     none, so that no padded step is supervised."""
-    G = torch.zeros(len(guidance), tgt_len, src_len)
+    # The cells and their shares are gathered in Python, then written in one indexed assignment (one
+    # assignment per piece would cost more than the rest of a Transformer's training step on a CPU).
+    batch, rows, columns, shares = [], [], [], []
     for b, pair in enumerate(guidance):
         last_row = min(len(pair or []) + extra_rows, tgt_len - 1)
         for t, sources in enumerate(pair or []):
             if sources and t + offset <= last_row:
-                G[b, t + offset, sources] = 1.0 / len(sources)
+                batch += [b] * len(sources)
+                rows += [t + offset] * len(sources)
+                columns += sources
+                shares += [1.0 / len(sources)] * len(sources)
+    G = torch.zeros(len(guidance), tgt_len, src_len)
+    G[torch.tensor(batch, dtype=torch.long), torch.tensor(rows, dtype=torch.long),
+      torch.tensor(columns, dtype=torch.long)] = torch.tensor(shares)
     return G.to(device)
 
 

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnmt.models.dropout import Dropout
 from attnmt.models.registry import register_score
 
 __all__ = [
@@ -262,7 +263,7 @@ class MultiHeadAttention(nn.Module):
         self.W_k = nn.Linear(d_model, d_model, bias=bias)
         self.W_v = nn.Linear(d_model, d_model, bias=bias)
         self.W_o = nn.Linear(d_model, d_model, bias=bias)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def _split_heads(self, x: Tensor) -> Tensor:
         """[B,T,D] -> [B,H,T,dh]."""

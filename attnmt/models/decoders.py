@@ -14,6 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from attnmt.data.vocab import PAD_ID
+from attnmt.models.dropout import Dropout
 from attnmt.models.encoders import StackedRNN
 from attnmt.models.registry import score_class
 
@@ -26,7 +27,7 @@ class FixedVectorDecoder(nn.Module):
         super().__init__()
         self.embed = nn.Embedding(vocab_size, emb_size, padding_idx=PAD_ID)
         self.rnn = StackedRNN(cell, emb_size, hidden_size, num_layers, dropout)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.output_size = hidden_size
 
     def init_state(self, enc: dict[str, Tensor]) -> dict[str, Tensor]:
@@ -49,7 +50,7 @@ class _AttentionDecoderBase(nn.Module):
                  dropout: float):
         super().__init__()
         self.embed = nn.Embedding(vocab_size, emb_size, padding_idx=PAD_ID)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.num_layers = num_layers
         self.hidden_size = hidden_size
         # Bahdanau et al. (2014), appendix A.2.2: s_0 = tanh(W_s <-h_1), the backward annotation

@@ -8,6 +8,7 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from attnmt.data.vocab import PAD_ID
+from attnmt.models.dropout import Dropout
 
 RNN_CELLS = {"lstm": nn.LSTM, "gru": nn.GRU}
 
@@ -28,7 +29,7 @@ class StackedRNN(nn.Module):
         self.rnn = RNN_CELLS[cell](
             input_size, hidden_size, num_layers, batch_first=True, dropout=dropout if num_layers > 1 else 0.0
         )
-        self.inter_dropout = nn.Dropout(dropout if num_layers > 1 else 0.0)  # as nn.LSTM's between layers
+        self.inter_dropout = Dropout(dropout if num_layers > 1 else 0.0)  # as nn.LSTM's between layers
         # Set by use_step_linears (attnmt.models.int8): the step's matrices as layers [ih_0, hh_0, ih_1, ...].
         self.int8_step: nn.ModuleList | None = None
 
@@ -146,7 +147,7 @@ class RNNEncoder(nn.Module):
     ):
         super().__init__()
         self.embed = nn.Embedding(vocab_size, emb_size, padding_idx=PAD_ID)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.is_lstm = cell == "lstm"
         self.bidirectional = bidirectional
         self.num_layers = num_layers

@@ -30,6 +30,7 @@ from torch import Tensor, nn
 
 from attnmt.data.vocab import PAD_ID
 from attnmt.models.attention import MultiHeadAttention
+from attnmt.models.dropout import Dropout
 from attnmt.models.registry import register_model
 
 __all__ = ["Transformer", "sinusoidal_encoding"]
@@ -55,7 +56,7 @@ class FeedForward(nn.Module):
         super().__init__()
         self.W_1 = nn.Linear(d_model, ff_size)
         self.W_2 = nn.Linear(ff_size, d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.W_2(self.dropout(F.relu(self.W_1(x))))
@@ -70,7 +71,7 @@ class EncoderLayer(nn.Module):
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
         self.ln_2 = nn.LayerNorm(d_model)
         self.ffn = FeedForward(d_model, ff_size, dropout)
-        self.dropout = nn.Dropout(dropout)  # sec. 5.4, residual dropout
+        self.dropout = Dropout(dropout)  # sec. 5.4, residual dropout
 
     def forward(self, x: Tensor, mask: Tensor) -> Tensor:
         """x [B,S,D], mask [B,S] (True = real) -> [B,S,D]; padding is never attended."""
@@ -90,7 +91,7 @@ class DecoderLayer(nn.Module):
         self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout)
         self.ln_3 = nn.LayerNorm(d_model)
         self.ffn = FeedForward(d_model, ff_size, dropout)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, y: Tensor, k: Tensor, v: Tensor, ck: Tensor, cv: Tensor, mask: Tensor,
                 tgt_mask: Tensor | None = None):
@@ -140,7 +141,7 @@ class Transformer(nn.Module):
         # pre-softmax linear transformation" -- both optional here
         self.src_embed = self.tgt_embed if share_embeddings else nn.Embedding(src_vocab_size, d_model,
                                                                                padding_idx=PAD_ID)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.encoder = nn.ModuleList(EncoderLayer(d_model, n_heads, ff_size, dropout) for _ in range(enc_layers))
         self.enc_ln = nn.LayerNorm(d_model)
         self.decoder = nn.ModuleList(DecoderLayer(d_model, n_heads, ff_size, dropout) for _ in range(dec_layers))
