@@ -5,7 +5,7 @@ output layer's scores, ``[tokens, vocabulary]``. ``F.cross_entropy`` on the CPU 
 whole matrix several times: the fp32 copy of bf16 scores (under autocast), the log-probabilities,
 then in the backward pass a zero-filled gradient and the softmax. For a batch of 2,000 target
 tokens and 4,000 subwords each of those is 32 MB, larger than the caches, so the loss is bound by
-memory traffic and takes a third of a seq2seq training step (``benchmarks/cross_entropy.py``).
+memory traffic and takes about a third of a seq2seq training step (``benchmarks/cpu_training.py``).
 
 :func:`cross_entropy_sum` computes the same sum (and the same gradient, ``softmax(z_t) - onehot(y_t)``
 per row) over blocks of rows small enough to stay in the cache: each block is converted to fp32,
