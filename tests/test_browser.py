@@ -138,8 +138,10 @@ def test_translate_and_hover_the_heatmap(page, base_url, tmp_path):
         want = {j for j in range(n_src) if attends(matrix, i, j)}
         assert classed(page, "#heatmap .hm-col.attended", "src") == want, f"target {i}"
         assert classed(page, "#src-sentence .tok.attended", "src") == want
-    # the highlight is visible: the class changes the background
+    # the highlight is visible: the class changes the background (after its 80 ms transition)
     plain = page.eval_on_selector('#heatmap .hm-row[data-tgt="0"]', "e => getComputedStyle(e).backgroundColor")
+    page.wait_for_function("plain => getComputedStyle(document.querySelector('#heatmap .hm-col.attended'))"
+                           ".backgroundColor !== plain", arg=plain, timeout=2000)
     attended = page.eval_on_selector("#heatmap .hm-col.attended", "e => getComputedStyle(e).backgroundColor")
     assert attended != plain
 

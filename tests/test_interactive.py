@@ -66,7 +66,12 @@ def test_buffer_gives_the_batch_translations_and_n_best_numbering(capsys, tiny_m
     code, out, err = run(capsys, "translate", "--model", str(tiny_model), "--beam", "2", "--n-best", "2",
                          "--buffer", buffer)
     assert code == 0, err
-    assert out.splitlines() == expected
+    # The same numbering and hypotheses; the scores of sentences decoded in other batches may differ in the
+    # last printed digit (padding changes the shapes of the batch's matrix products).
+    got = [line.rsplit(" ||| ", 1) for line in out.splitlines()]
+    want = [line.rsplit(" ||| ", 1) for line in expected]
+    assert [g[0] for g in got] == [w[0] for w in want]
+    assert [float(g[1]) for g in got] == pytest.approx([float(w[1]) for w in want], abs=2e-4)
 
 
 def test_live_lines_are_checked_like_a_file():
