@@ -87,8 +87,8 @@ def guidance_matrix(guidance: Sequence[PieceLinks | None], src_len: int, tgt_len
     source pieces. A pair of n pieces has the rows 0..n (inputs <s> y_0 .. y_{n-1}), and
     ``extra_rows`` more when the decoder also read ``</s>``; a piece whose row falls past them gets
     none, so that no padded step is supervised."""
-    # The cells and their shares are gathered in Python, then written in one indexed assignment (one
-    # assignment per piece would cost more than the rest of a Transformer's training step on a CPU).
+    # The cells and their shares are gathered in Python, then written in one indexed assignment: one
+    # assignment per piece is about 8x slower on a CPU (benchmarks/cpu_training.py).
     batch, rows, columns, shares = [], [], [], []
     for b, pair in enumerate(guidance):
         last_row = min(len(pair or []) + extra_rows, tgt_len - 1)

@@ -1,9 +1,9 @@
 """Dropout (Srivastava et al. 2014) with a mask drawn 15 random bits per element on the CPU.
 
 ``nn.Dropout`` on the CPU draws one Bernoulli sample per element, and in a small Transformer's
-training step that takes nearly as long as all its matrix products (``benchmarks/cpu_training.py``). Here each
-64-bit random word that torch's generator makes feeds four elements: each 16-bit quarter, its top
-bit cleared, is a uniform integer ``r`` in [0, 32768), and an element is kept when
+training step that takes nearly as long as all its matrix products (``benchmarks/cpu_training.py``).
+Here each 64-bit random word that torch's generator makes feeds four elements: each 16-bit quarter,
+its top bit cleared, is a uniform integer ``r`` in [0, 32768), and an element is kept when
 ``r >= round(p * 32768)``. The drop probability is thus ``p`` rounded to a multiple of 1/32768
 (0.1 -> 0.100006), and the kept elements are scaled by one over the exact keep probability, so
 the expected output is the input, as with ``nn.Dropout``. The random words come from torch's
