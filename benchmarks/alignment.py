@@ -108,13 +108,10 @@ def cmd_self_links(args) -> None:
     import torch
 
     from attnmt.align import align_pairs
-    from attnmt.translator import load
 
     torch.set_num_threads(args.threads)
     pairs = [line.split("\t") for line in _read_gz(OUT / "train.tsv.gz")]
-    forward = load(args.model, checkpoint=args.checkpoint)
-    reverse = load(args.reverse_model, checkpoint=args.checkpoint) if args.reverse_model else None
-    symmetrization = (args.symmetrize or "agreement") if reverse is not None else None
+    forward, reverse, symmetrization = _load_pair(args)
     started, links = time.perf_counter(), []
     for start in range(0, len(pairs), args.chunk):
         chunk = pairs[start:start + args.chunk]
@@ -238,23 +235,22 @@ def _breakdown(found, gold, hansards) -> dict:
     return entry
 
 
-def _links(translator, reverse, pairs, method: str, symmetrization: str | None) -> list:
-    """The links of ``pairs`` from one model's attention, or from a pair of models symmetrized."""
-    from attnmt.align import align_pairs, attention_rows
+def _load_pair(args):
+    """The --model translator, the --reverse-model one (or None) at --checkpoint, and how they combine
+    (--symmetrize, agreement by default; None for one model)."""
+    from attnmt.translator import load
 
-    sources, targets = [s for s, _ in pairs], [t for _, t in pairs]
-    if reverse is None:
-        return attention_rows(translator, sources, targets, (method,))[f"attention {method}"]
-    return align_pairs(translator, sources, targets, method=method, reverse=reverse, symmetrization=symmetrization)
+    forward = load(args.model, checkpoint=args.checkpoint)
+    reverse = load(args.reverse_model, checkpoint=args.checkpoint) if args.reverse_model else None
+    return forward, reverse, (args.symmetrize or "agreement") if reverse is not None else None
 
 
 def cmd_why(args) -> None:
     """Where the attention misaligns: by French word category, by sentence length, and on in-domain
     (held-out Tatoeba/Multi30k) against out-of-domain (Hansards) sentences, with eflomal as the reference.
     With ``--reverse-model``, the two directions' links symmetrized (default agreement)."""
-    from attnmt.align import read_gold, score_alignments
+    from attnmt.align import align_pairs, read_gold, score_alignments
     from attnmt.align.command import _eflomal_corpus, eflomal_rows
-    from attnmt.translator import load
 
     gold = read_gold(GOLD / "enfr.gold")
     hansards = gold_pairs()
@@ -262,9 +258,7 @@ def cmd_why(args) -> None:
     held = list(zip((model_dir / "test.src").read_text(encoding="utf-8").splitlines(),
                     (model_dir / "test.tgt").read_text(encoding="utf-8").splitlines()))
     corpus = _eflomal_corpus(None, model_dir)
-    translator = load(model_dir, checkpoint=args.checkpoint)
-    reverse = load(args.reverse_model, checkpoint=args.checkpoint) if args.reverse_model else None
-    symmetrization = (args.symmetrize or "agreement") if reverse is not None else None
+    translator, reverse, symmetrization = _load_pair(args)
     result: dict = {"model_dir": str(model_dir), "reverse_model_dir": args.reverse_model,
                     "symmetrization": symmetrization, "checkpoint": args.checkpoint, "methods": {}}
     reference, domains = {}, (("hansards", hansards), ("held_out", held))
@@ -275,7 +269,8 @@ def cmd_why(args) -> None:
         result.setdefault("eflomal_grow_diag_final_and_against_intersection", {})[domain] = round(
             score_alignments(rows["eflomal grow-diag-final-and"], reference[domain]).aer, 4)
     for method in args.method:
-        found = {domain: _links(translator, reverse, pairs, method, symmetrization) for domain, pairs in domains}
+        found = {domain: align_pairs(translator, [s for s, _ in pairs], [t for _, t in pairs], method=method,
+                                     reverse=reverse, symmetrization=symmetrization) for domain, pairs in domains}
         entry = _breakdown(found["hansards"], gold, hansards)
         entry["against_eflomal_intersection"] = {d: round(score_alignments(found[d], reference[d]).aer, 4)
                                                  for d in found}
@@ -292,9 +287,9 @@ def cmd_why(args) -> None:
         result["by_row_offset"][f"t+{offset}"] = round(sc.aer, 4)
     result["query_lag"] = getattr(translator.model, "query_lag", None)
     print("by row offset", result["by_row_offset"], flush=True)
-    efl = score_alignments([set(g.sure) for g in reference["hansards"]], gold)
-    result["eflomal_intersection_gold_aer"] = round(efl.aer, 4)
-    result["eflomal_intersection"] = _breakdown([set(g.sure) for g in reference["hansards"]], gold, hansards)
+    eflomal_links = [set(g.sure) for g in reference["hansards"]]
+    result["eflomal_intersection_gold_aer"] = round(score_alignments(eflomal_links, gold).aer, 4)
+    result["eflomal_intersection"] = _breakdown(eflomal_links, gold, hansards)
     from benchmarks.common import write_result
 
     name = (f"alignment_why_{model_dir.name}" + (f"_{symmetrization}" if symmetrization else "")

@@ -25,7 +25,7 @@ import random
 import statistics
 import tempfile
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import torch
@@ -129,17 +129,12 @@ def train_both_ways(config_path: Path, overrides: list[str], work: Path) -> dict
                  "train.tensorboard=false", "train.valid_every=1000000", "train.log_every=50"]
     result: dict = {}
     for name in ("plain", "attnmt"):
-        with plain_torch() if name == "plain" else _nothing():
+        with plain_torch() if name == "plain" else nullcontext():
             train(load_config(config_path, overrides), work / name, overwrite=True, quiet=True)
         result[f"{name}_s_per_step"], result["precision"] = seconds_per_step(work / name)
         print(name, round(result[f"{name}_s_per_step"], 4), flush=True)
     result["speedup"] = round(result["plain_s_per_step"] / result["attnmt_s_per_step"], 3)
     return result
-
-
-@contextmanager
-def _nothing():
-    yield
 
 
 def seq2seq_steps(steps: int, work: Path) -> dict | str:
