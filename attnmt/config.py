@@ -65,6 +65,10 @@ class DataConfig:
     align_text_src: Optional[str] = None
     align_text_tgt: Optional[str] = None
     align_text_copies: int = 1  # how many times they are added
+    # This many pairs are added that each join 2 to join_max_parts training pairs drawn at random
+    # (attnmt/data/augment.py): sentences longer than the corpus has; guidance links are carried over.
+    joined_pairs: int = 0
+    join_max_parts: int = 3
     # Several training corpora, mixed by weight (instead of train_src/train_tgt/train_tsv): a list of
     # {name, src, tgt, weight} or {name, tsv, weight}. Each epoch takes round(N * weight / sum of weights)
     # pairs of a corpus (N = all kept pairs): weights proportional to the sizes read each pair once.
@@ -93,6 +97,8 @@ class DataConfig:
         check_range("data.drop_final_punct", self.drop_final_punct, 0.0, 1.0)
         check_range("data.min_freq", self.min_freq, 1, None)
         check_range("data.align_text_copies", self.align_text_copies, 1, None)
+        check_range("data.joined_pairs", self.joined_pairs, 0, None)
+        check_range("data.join_max_parts", self.join_max_parts, 2, None)
         if (self.align_text_src is None) != (self.align_text_tgt is None):
             raise UserError("config: data.align_text_src and data.align_text_tgt must be given together")
         check_range("data.synthetic_min_len", self.synthetic_min_len, 2, None)

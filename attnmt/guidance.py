@@ -35,6 +35,7 @@ import torch
 from torch import Tensor
 
 from attnmt.align.links import Link, read_links
+from attnmt.data.augment import join_links
 from attnmt.errors import UserError
 
 # Guidance of one training pair: for each target piece, the source pieces it is linked to.
@@ -53,15 +54,21 @@ def piece_links(links: set[Link], src_word_ids: Sequence[int], tgt_word_ids: Seq
 
 
 def load_guidance(links_path: str, corpus_pairs: Sequence[tuple[str, str]], train_src: Sequence[str],
-                  train_tgt: Sequence[str], src_proc, tgt_proc) -> tuple[list[PieceLinks | None], dict]:
+                  train_tgt: Sequence[str], src_proc, tgt_proc,
+                  joined: dict | None = None) -> tuple[list[PieceLinks | None], dict]:
     """The guidance of each training pair, found by its text among ``corpus_pairs`` (the corpus as
     read, line-aligned with the links file), so that held-out and filtered pairs need no bookkeeping.
-    Pairs not in the corpus file (augmented copies) get None: no guidance.
+    A pair of ``joined`` (joined pair -> its parts, data.joined_pairs) gets its parts' links joined.
+    Other pairs not in the corpus file (augmented copies) get None: no guidance.
     """
     links = read_links(links_path, corpus_pairs)
     by_text: dict[tuple[str, str], set[Link]] = {}
     for pair, pair_links in zip(corpus_pairs, links):
         by_text.setdefault(pair, pair_links)
+    for pair, parts in (joined or {}).items():
+        parts_links = [by_text.get(part) for part in parts]
+        if all(part_links is not None for part_links in parts_links):
+            by_text.setdefault(pair, join_links(parts, parts_links))
     guidance: list[PieceLinks | None] = []
     stats = {"guided": 0, "unguided": 0, "links": 0}
     for src, tgt in zip(train_src, train_tgt):

@@ -1,11 +1,12 @@
-"""data.drop_final_punct: training pairs added again without the source's final punctuation."""
+"""Training-data augmentation: data.drop_final_punct (pairs added again without the source's final
+punctuation) and data.joined_pairs (pairs that join several training pairs)."""
 
 import json
 
 import pytest
 
 from attnmt.config import DataConfig
-from attnmt.data.augment import add_unpunctuated, strip_final_punctuation
+from attnmt.data.augment import add_joined, add_unpunctuated, join_links, join_run, strip_final_punctuation
 from attnmt.errors import UserError
 from attnmt.train import train
 from tests.conftest import tiny_config
@@ -57,3 +58,28 @@ def test_training_adds_and_logs_the_copies(tiny_corpus, tmp_path):
     assert added == [round(0.5 * len(lines))]
     kept = [r for r in records if r.get("event") == "data" and r.get("split") == "train" and "kept" in r]
     assert kept[0]["total"] == len(lines) + added[0]
+
+
+def test_joined_links_are_shifted_by_the_words_before_each_part():
+    parts = [("a b", "x"), ("c", "y z w"), ("d e f", "v")]
+    links = [{(0, 0), (1, 0)}, {(0, 2)}, {(2, 0), (0, 0)}]
+    # worked by hand: part 2 starts at source word 2 and target word 1, part 3 at 3 and 4
+    assert join_links(parts, links) == {(0, 0), (1, 0), (2, 3), (5, 4), (3, 4)}
+    assert join_run(parts) == ("a b c d e f", "x y z w v")
+
+
+def test_joined_pairs_are_drawn_with_the_seed_from_the_training_pairs():
+    pairs = [(f"s{i} .", f"t{i} .") for i in range(50)]
+    augmented, parts_of = add_joined(pairs, 30, 4, seed=1)
+    assert augmented[:50] == pairs and augmented[50:] == list(parts_of) and len(parts_of) == 30
+    assert all(2 <= len(parts) <= 4 and set(parts) <= set(pairs) and join_run(parts) == joined
+               for joined, parts in parts_of.items())
+    assert {len(parts) for parts in parts_of.values()} == {2, 3, 4}
+    assert add_joined(pairs, 30, 4, seed=1) == (augmented, parts_of)
+    assert add_joined(pairs, 30, 4, seed=2)[0] != augmented
+
+
+@pytest.mark.parametrize("key, value", [("joined_pairs", -1), ("join_max_parts", 1)])
+def test_the_join_settings_are_checked(key, value):
+    with pytest.raises(UserError, match=f"data.{key}"):
+        DataConfig(**{key: value})

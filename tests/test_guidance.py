@@ -334,3 +334,50 @@ def test_links_written_by_attnmt_align_guide_a_new_model(tiny_model, tiny_corpus
     guided = next(e for e in events if "guided" in e)
     n_train = len((tiny_corpus / "train.src").read_text(encoding="utf-8").splitlines())
     assert (guided["guided"], guided["unguided"]) == (n_train, 0)
+
+
+def test_joined_pairs_carry_their_parts_guidance_shifted(tiny_model, tiny_corpus, tmp_path):
+    """data.joined_pairs: a joined pair's guidance is its parts' guidance, the later parts' source pieces
+    shifted by the pieces before them; the pairs of an alignment set's text stay unguided."""
+    from attnmt.align.links import read_links
+    from attnmt.data.augment import add_joined
+    from attnmt.data.corpus import read_parallel
+    from attnmt.data.dataset import load_processors
+    from attnmt.guidance import load_guidance
+
+    corpus = read_parallel(tiny_corpus / "train.src", tiny_corpus / "train.tgt")
+    links_path = _links_file(tiny_corpus, tmp_path)
+    pairs, parts_of = add_joined(corpus, 20, 3, seed=1)
+    src_proc, tgt_proc = load_processors(tiny_model)
+    guidance, stats = load_guidance(str(links_path), corpus, [s for s, _ in pairs], [t for _, t in pairs],
+                                    src_proc, tgt_proc, parts_of)
+    assert (stats["guided"], stats["unguided"]) == (len(corpus) + 20, 0)
+    links = read_links(links_path, corpus)
+    own = {pair: piece_links(pair_links, src_proc.tokenizer.word_ids(src_proc.tokens(pair[0])),
+                             tgt_proc.tokenizer.word_ids(tgt_proc.tokens(pair[1])))
+           for pair, pair_links in zip(corpus, links)}
+    for joined, pieces in zip(parts_of, guidance[len(corpus):]):
+        expected, shift = [], 0
+        for part in parts_of[joined]:
+            expected += [[j + shift for j in sources] for sources in own[part]]
+            shift += len(src_proc.tokens(part[0]))
+        assert pieces == expected
+
+
+def test_training_guides_the_joined_pairs(tiny_corpus, tmp_path):
+    import json
+
+    from attnmt.train import train
+
+    config = tiny_config(tiny_corpus, max_steps=2, valid_every=2, valid_bleu_sample=0)
+    config.data.joined_pairs = 25
+    config.data.align_text_src = str(tiny_corpus / "test.src")
+    config.data.align_text_tgt = str(tiny_corpus / "test.tgt")
+    config.train.guided_alignment.links = str(_links_file(tiny_corpus, tmp_path))
+    model_dir = train(config, tmp_path / "m", quiet=True).model_dir
+    events = [json.loads(line) for line in (model_dir / "train_log.jsonl").read_text(encoding="utf-8").splitlines()]
+    n_train = len((tiny_corpus / "train.src").read_text(encoding="utf-8").splitlines())
+    n_test = len((tiny_corpus / "test.src").read_text(encoding="utf-8").splitlines())
+    assert next(e for e in events if "joined_pairs" in e)["joined_pairs"] == 25
+    guided = next(e for e in events if "guided" in e)
+    assert (guided["guided"], guided["unguided"]) == (n_train + 25, n_test)

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from attnmt.config import Config
-from attnmt.data.augment import add_unpunctuated
+from attnmt.data.augment import add_joined, add_unpunctuated
 from attnmt.data.batching import Batch, batch_by_sentences, collate, token_batches
 from attnmt.data.dataset import (
     ParallelData,
@@ -41,7 +41,7 @@ def load_data(config: Config, model_dir: Path, resume: bool, log, world: World |
     cfg = config.data
     if uses_store(config, model_dir):
         return _load_store(config, model_dir, resume, log, world)
-    train_pairs, valid_pairs, corpus = _read_pairs(config, model_dir, log, world)
+    train_pairs, valid_pairs, corpus, joined = _read_pairs(config, model_dir, log, world)
     if resume:
         src_proc, tgt_proc = load_processors(model_dir)
     else:
@@ -59,7 +59,7 @@ def load_data(config: Config, model_dir: Path, resume: bool, log, world: World |
             raise UserError("config: train.guided_alignment.links belong to a corpus file; the synthetic language "
                             "has none: remove them or train on files")
         train.guidance, gstats = load_guidance(guided.links, corpus, train.src_text, train.tgt_text, src_proc,
-                                               tgt_proc)
+                                               tgt_proc, joined)
         log.event("data", split="train", guided_alignment=guided.links, **gstats)
     if len(train) == 0:
         source = cfg.train_tsv or cfg.train_src or "the synthetic corpus"
@@ -74,9 +74,10 @@ def load_data(config: Config, model_dir: Path, resume: bool, log, world: World |
 
 
 def _read_pairs(config: Config, model_dir: Path, log, world: World):
-    """The training and validation pairs as text, and the training corpus as read (for guided alignment)."""
+    """The training and validation pairs as text, the training corpus as read and the parts of each joined
+    pair (both for guided alignment)."""
     cfg = config.data
-    corpus = None
+    corpus, joined = None, {}
     if cfg.synthetic:
         splits = synthetic_splits(cfg, seed=config.train.seed)
         train_pairs, valid_pairs = splits["train"], splits["valid"]
@@ -88,6 +89,9 @@ def _read_pairs(config: Config, model_dir: Path, log, world: World):
         valid_pairs = read_split(cfg, "valid")
         if cfg.valid_size or cfg.test_size:  # held out of the training corpus, whole groups (data/split.py)
             train_pairs, valid_pairs = _hold_out(config, model_dir, train_pairs, valid_pairs, log, world)
+    if cfg.joined_pairs:  # of the training pairs only: never of held-out pairs or an alignment set's text
+        train_pairs, joined = add_joined(train_pairs, cfg.joined_pairs, cfg.join_max_parts, config.train.seed)
+        log.event("data", split="train", joined_pairs=len(joined), join_max_parts=cfg.join_max_parts)
     if cfg.align_text_src is not None:
         from attnmt.data.corpus import read_parallel
 
@@ -99,7 +103,7 @@ def _read_pairs(config: Config, model_dir: Path, log, world: World):
         before = len(train_pairs)
         train_pairs = add_unpunctuated(train_pairs, cfg.drop_final_punct, config.train.seed)
         log.event("data", split="train", augmented_without_final_punctuation=len(train_pairs) - before)
-    return train_pairs, valid_pairs, corpus
+    return train_pairs, valid_pairs, corpus, joined
 
 
 def _hold_out(config: Config, model_dir: Path, train_pairs, valid_pairs, log, world: World):
@@ -123,7 +127,7 @@ def _in_memory_only(config: Config) -> str | None:
     cfg = config.data
     for name, on in (("data.synthetic", cfg.synthetic), ("data.valid_size", cfg.valid_size),
                      ("data.test_size", cfg.test_size), ("data.align_text_src", cfg.align_text_src),
-                     ("data.drop_final_punct", cfg.drop_final_punct),
+                     ("data.drop_final_punct", cfg.drop_final_punct), ("data.joined_pairs", cfg.joined_pairs),
                      ("train.guided_alignment.links", config.train.guided_alignment.links)):
         if on:
             return name

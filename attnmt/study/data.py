@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from attnmt.data.augment import join_run
 from attnmt.errors import UserError
 from attnmt.study.spec import Multi30kLongData, Study, SyntheticData, TatoebaLongData, resolve_path
 
@@ -131,7 +132,7 @@ def join_consecutive(pairs: list[tuple[str, str]], min_join: int, max_join: int,
     joined, i = [], 0
     while i + min_join <= len(pairs):
         run = pairs[i: i + rng.randint(min_join, max_join)]
-        joined.append((" ".join(s for s, _ in run), " ".join(t for _, t in run)))
+        joined.append(join_run(run))
         i += len(run)
     return joined
 
@@ -183,7 +184,7 @@ def join_to_lengths(pairs: list[tuple[str, str]], targets: list[int]) -> list[tu
             i += 1
         if words < target:
             break
-        joined.append((" ".join(s for s, _ in run), " ".join(t for _, t in run)))
+        joined.append(join_run(run))
     return joined
 
 
