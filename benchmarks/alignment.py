@@ -22,6 +22,9 @@
     python -m benchmarks.alignment why --model DIR
         Where one model's attention misaligns: AER by French word category and by sentence length on
         the gold, and agreement with eflomal on held-out training-domain sentences against Hansards.
+    python -m benchmarks.alignment lengths [--joined N --join-max-parts K --seed S]
+        How long the sentences are: the share of English sources in each of why's length buckets, in
+        data/align_enfr/train.tsv.gz (with N pairs joined as data.joined_pairs joins them) and in the gold.
 """
 
 from __future__ import annotations
@@ -211,6 +214,14 @@ def _silver(links) -> list:
     return [GoldAlignment(frozenset(a), frozenset(a)) for a in links]
 
 
+# Source-length buckets (words, inclusive) of why's breakdown and of lengths; None: no upper bound.
+LENGTH_BUCKETS = ((1, 10), (11, 20), (21, 30), (31, None))
+
+
+def _bucket_name(low: int, high: int | None) -> str:
+    return f"{low}-{high if high is not None else ''}"
+
+
 def _breakdown(found, gold, hansards) -> dict:
     """AER of the Hansards links ``found`` against ``gold``: overall, by French word category and by
     source length."""
@@ -226,12 +237,11 @@ def _breakdown(found, gold, hansards) -> dict:
         sc = score_alignments(*_restricted(found, gold, in_category))
         entry["by_category"][cat] = {"aer": round(sc.aer, 4), "precision": round(sc.precision, 4),
                                      "recall": round(sc.recall, 4), "sure": sc.sure}
-    for low, high in ((1, 10), (11, 20), (21, 30), (31, 1000)):
-        keep = [k for k, (s, _) in enumerate(hansards) if low <= len(s.split()) <= high]
+    for low, high in LENGTH_BUCKETS:
+        keep = [k for k, (s, _) in enumerate(hansards) if low <= len(s.split()) <= (high or len(s.split()))]
         if keep:
             sc = score_alignments([found[k] for k in keep], [gold[k] for k in keep])
-            entry["by_source_length"][f"{low}-{high if high < 1000 else ''}"] = {
-                "sentences": len(keep), "aer": round(sc.aer, 4)}
+            entry["by_source_length"][_bucket_name(low, high)] = {"sentences": len(keep), "aer": round(sc.aer, 4)}
     return entry
 
 
@@ -295,6 +305,34 @@ def cmd_why(args) -> None:
     name = (f"alignment_why_{model_dir.name}" + (f"_{symmetrization}" if symmetrization else "")
             + (f"_{args.checkpoint}" if args.checkpoint != "best" else ""))
     print(f"-> {write_result(name, result, args.out)}")
+
+
+def length_shares(sources: list[str]) -> dict:
+    """The sentences, their median length in words and the share of ``sources`` in each length bucket."""
+    lengths = sorted(len(s.split()) for s in sources)
+    shares = {_bucket_name(low, high): round(sum(low <= n <= (high or n) for n in lengths) / len(lengths), 4)
+              for low, high in LENGTH_BUCKETS}
+    return {"sentences": len(lengths), "median_words": lengths[len(lengths) // 2],
+            "mean_words": round(sum(lengths) / len(lengths), 2), "shares": shares}
+
+
+def cmd_lengths(args) -> None:
+    """Source-length shares of the training text (optionally with the joined pairs that data.joined_pairs
+    adds, drawn the same way) against the gold set's."""
+    from attnmt.data.augment import add_joined
+
+    pairs = [tuple(line.split("\t")) for line in _read_gz(OUT / "train.tsv.gz")]
+    result = {"training_text": length_shares([s for s, _ in pairs])}
+    if args.joined:
+        joined_text, parts_of = add_joined(pairs, args.joined, args.join_max_parts, args.seed)
+        result["training_text_with_joined"] = {"joined_pairs": len(parts_of), "join_max_parts": args.join_max_parts,
+                                               **length_shares([s for s, _ in joined_text])}
+    result["gold"] = length_shares([s for s, _ in gold_pairs()])
+    for name, entry in result.items():
+        print(name, json.dumps(entry), flush=True)
+    from benchmarks.common import write_result
+
+    print(f"-> {write_result('alignment_lengths', result, args.out)}")
 
 
 def crossing_sentences(gold, pairs, n: int, low: int = 7, high: int = 13) -> list[int]:
@@ -377,6 +415,12 @@ def main(argv=None) -> None:
     p.add_argument("--checkpoint", default="best", help="best, last, averaged or stepN of both folders")
     p.add_argument("--out")
     p.set_defaults(func=cmd_why)
+    p = sub.add_parser("lengths")
+    p.add_argument("--joined", type=int, default=0, help="add this many joined pairs, as data.joined_pairs")
+    p.add_argument("--join-max-parts", type=int, default=3, help="as data.join_max_parts")
+    p.add_argument("--seed", type=int, default=1, help="as train.seed, which draws the joined pairs")
+    p.add_argument("--out")
+    p.set_defaults(func=cmd_lengths)
     args = parser.parse_args(argv)
     if args.func in (cmd_self_links, cmd_why) and args.symmetrize and not args.reverse_model:
         parser.error(f"{args.command}: --symmetrize combines two directions; give --reverse-model DIR too, or drop it")
