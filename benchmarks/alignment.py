@@ -222,6 +222,10 @@ def _bucket_name(low: int, high: int | None) -> str:
     return f"{low}-{high if high is not None else ''}"
 
 
+def _in_bucket(words: int, low: int, high: int | None) -> bool:
+    return low <= words and (high is None or words <= high)
+
+
 def _breakdown(found, gold, hansards) -> dict:
     """AER of the Hansards links ``found`` against ``gold``: overall, by French word category and by
     source length."""
@@ -238,7 +242,7 @@ def _breakdown(found, gold, hansards) -> dict:
         entry["by_category"][cat] = {"aer": round(sc.aer, 4), "precision": round(sc.precision, 4),
                                      "recall": round(sc.recall, 4), "sure": sc.sure}
     for low, high in LENGTH_BUCKETS:
-        keep = [k for k, (s, _) in enumerate(hansards) if low <= len(s.split()) <= (high or len(s.split()))]
+        keep = [k for k, (s, _) in enumerate(hansards) if _in_bucket(len(s.split()), low, high)]
         if keep:
             sc = score_alignments([found[k] for k in keep], [gold[k] for k in keep])
             entry["by_source_length"][_bucket_name(low, high)] = {"sentences": len(keep), "aer": round(sc.aer, 4)}
@@ -308,17 +312,19 @@ def cmd_why(args) -> None:
 
 
 def length_shares(sources: list[str]) -> dict:
-    """The sentences, their median length in words and the share of ``sources`` in each length bucket."""
+    """How many ``sources`` there are, their median and mean length in words and their share in each
+    length bucket."""
     lengths = sorted(len(s.split()) for s in sources)
-    shares = {_bucket_name(low, high): round(sum(low <= n <= (high or n) for n in lengths) / len(lengths), 4)
+    shares = {_bucket_name(low, high): round(sum(_in_bucket(n, low, high) for n in lengths) / len(lengths), 4)
               for low, high in LENGTH_BUCKETS}
     return {"sentences": len(lengths), "median_words": lengths[len(lengths) // 2],
             "mean_words": round(sum(lengths) / len(lengths), 2), "shares": shares}
 
 
 def cmd_lengths(args) -> None:
-    """Source-length shares of the training text (optionally with the joined pairs that data.joined_pairs
-    adds, drawn the same way) against the gold set's."""
+    """Source-length shares of the training text (optionally with joined pairs drawn by data.joined_pairs'
+    add_joined, here from the whole file; training draws from what its held-out split leaves) against the
+    gold set's."""
     from attnmt.data.augment import add_joined
 
     pairs = [tuple(line.split("\t")) for line in _read_gz(OUT / "train.tsv.gz")]
