@@ -48,6 +48,11 @@ def _read_gz(path: Path) -> list[str]:
         return [line.rstrip("\n") for line in f]
 
 
+def training_pairs() -> list[tuple[str, str]]:
+    """The (English, French) pairs that ``prepare`` wrote to OUT/train.tsv.gz."""
+    return [tuple(line.split("\t")) for line in _read_gz(OUT / "train.tsv.gz")]
+
+
 def corpus_pairs() -> list[tuple[str, str]]:
     """Tatoeba fra-eng then Multi30k train, English and French tokenized the Hansards way."""
     from attnmt.data.pretokenize import tokenize
@@ -113,7 +118,7 @@ def cmd_self_links(args) -> None:
     from attnmt.align import align_pairs
 
     torch.set_num_threads(args.threads)
-    pairs = [line.split("\t") for line in _read_gz(OUT / "train.tsv.gz")]
+    pairs = training_pairs()
     forward, reverse, symmetrization = _load_pair(args)
     started, links = time.perf_counter(), []
     for start in range(0, len(pairs), args.chunk):
@@ -327,7 +332,7 @@ def cmd_lengths(args) -> None:
     gold set's."""
     from attnmt.data.augment import add_joined
 
-    pairs = [tuple(line.split("\t")) for line in _read_gz(OUT / "train.tsv.gz")]
+    pairs = training_pairs()
     result = {"training_text": length_shares([s for s, _ in pairs])}
     if args.joined:
         joined_text, parts_of = add_joined(pairs, args.joined, args.join_max_parts, args.seed)
