@@ -244,12 +244,13 @@ class TrainConfig:
     accum_steps: int = 1  # batches per update (gradient accumulation, attnmt/accumulate.py)
     ema_decay: Optional[float] = None  # d: keep ema <- d * ema + (1 - d) * w, validate it, write checkpoints/ema.pt
     # plateau: decay on a validation-loss plateau; noam: warm-up then 1/sqrt(step) (Vaswani et al.);
-    # cosine: warm-up then a cosine decay to min_lr at max_steps; none: constant
-    scheduler: str = "plateau"  # a name in attnmt.schedulers.SCHEDULERS: plateau | noam | cosine | none
+    # cosine: warm-up then a cosine decay to min_lr at max_steps; budget: warm-up then a straight line to min_lr
+    # at the end of the budget (max_steps, or max_time_s when that ends first); none: constant
+    scheduler: str = "plateau"  # a name in attnmt.schedulers.SCHEDULERS: plateau | noam | cosine | budget | none
     lr_decay: float = 0.5  # plateau: multiply the learning rate by this ...
     lr_patience: int = 3  # ... after more than this many validations without improvement (torch's rule)
     min_lr: float = 1e-5
-    warmup_steps: int = 4000  # noam and cosine: steps of linear warm-up
+    warmup_steps: int = 4000  # noam, cosine and budget: steps of linear warm-up
     clip_grad_norm: float = 5.0
     label_smoothing: float = 0.0
     valid_every: int = 500  # steps between validations (each writes checkpoints/last.pt, and best.pt if better)

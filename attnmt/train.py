@@ -167,10 +167,10 @@ class Trainer:
         # gradient of (summed loss / target tokens) over the global batch, as in one process.
         self.trained = nn.parallel.DistributedDataParallel(self.model) if world.distributed else self.model
         self.optimizer = make_optimizer(self.model.parameters(), t.optimizer, t.lr, t.weight_decay, t.momentum)
-        self.scheduler = make_scheduler(self.optimizer, config)
+        self.state, self.history = TrainState(), []
+        self.scheduler = make_scheduler(self.optimizer, config, self.elapsed_s)
         self.ema = EMA(self.model, t.ema_decay) if t.ema_decay else None  # from the initial weights
         self.amp = autocast_dtype(t.precision, device)
-        self.state, self.history = TrainState(), []
         if resume:
             self.restore()
         log.event("start", step=self.state.step, model=config.model.type,
@@ -207,6 +207,10 @@ class Trainer:
                 self.validate()
         self.log.event("end", step=state.step, epoch=state.epoch, reason=state.stop_reason, elapsed_s=state.elapsed_s)
         return TrainResult(self.model_dir, state, self.history)
+
+    def elapsed_s(self) -> float:
+        """The training time so far, the same in every process (their mean), for a wall-time schedule."""
+        return self.world.sum(self.state.elapsed_s) / self.world.size
 
     def epoch_steps(self) -> Iterator[list]:
         """Each remaining step's batches: with N processes a step takes N consecutive batches of the

@@ -49,9 +49,9 @@ def test_a_new_attention_score_registers_trains_and_translates(tiny_corpus, tmp_
 def test_a_new_scheduler_registers_and_trains(tiny_corpus, tmp_path):
     from attnmt.schedulers import SCHEDULERS
 
-    # Step 1: a function (optimizer, train config) -> torch scheduler, registered under a name.
+    # Step 1: a function (optimizer, train config, budget_used) -> torch scheduler, registered under a name.
     @SCHEDULERS.register("halving")
-    def halving(optimizer, t):
+    def halving(optimizer, t, budget_used):
         """Halve the learning rate every 10 updates."""
         return torch.optim.lr_scheduler.StepLR(optimizer, step_size=10, gamma=0.5)
 
