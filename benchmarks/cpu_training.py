@@ -154,7 +154,8 @@ def transformer_steps(steps: int, work: Path) -> dict | str:
         return f"skipped: {ALIGN_DATA} is absent (python -m benchmarks.alignment prepare --with-gold-text)"
     config = ROOT / "configs" / "align_en_fr_transformer_guided_shift.yaml"
     return {"steps": steps, "config": str(config.relative_to(ROOT)), "guidance_weight": 1.0,
-            **train_both_ways(config, [f"train.max_steps={steps}", "train.guided_alignment.weight=1.0"],
+            **train_both_ways(config, [f"train.max_steps={steps}", "train.guided_alignment.weight=1.0",
+                                                "data.joined_pairs=0"],
                               work / "transformer")}
 
 
