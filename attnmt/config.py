@@ -172,6 +172,9 @@ class ModelConfig:
     dropout: float = 0.2
     tie_embeddings: bool = False  # share the target embedding matrix with the output layer
     reverse_source: bool = False  # seq2seq: feed the source backwards (Sutskever et al. 2014)
+    # seq2seq: give the fixed vector c to every decoder step, s_i = f(s_{i-1}, y_{i-1}, c), as Cho et al. (2014)'s
+    # RNN Encoder-Decoder (Bahdanau et al.'s RNNencdec) does, not only as the initial state.
+    feed_context: bool = False
     # rnnsearch: the decoder's order. bahdanau: s_{i-1} queries the source before the state update
     # (Bahdanau et al. 2014); luong: s_i queries after it, and the attentional vector h~_i = tanh(W_c [c_i; s_i])
     # feeds the output layer (Luong et al. 2015).

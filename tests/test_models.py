@@ -17,6 +17,7 @@ TGT_IN = torch.tensor([[2, 5, 6, 7], [2, 8, 9, 0]])
 VARIANTS = [
     dict(type="seq2seq", enc_layers=2, dec_layers=2),
     dict(type="seq2seq", cell="gru", reverse_source=False),
+    dict(type="seq2seq", enc_layers=2, dec_layers=2, feed_context=True),  # Cho et al. 2014's c at every step
     dict(type="rnnsearch"),
     dict(type="rnnsearch", cell="gru", enc_layers=2, dec_layers=2, tie_embeddings=True),
     dict(type="rnnsearch", decoder="luong", score="dot"),
@@ -67,6 +68,20 @@ def test_seq2seq_decoder_gets_only_the_fixed_vector():
     model = make(type="seq2seq")
     enc = model.encode(SRC, SRC_LEN)
     assert set(enc) <= {"mask", "final_h", "final_c"}, "seq2seq must not pass annotations to its decoder"
+
+
+def test_feed_context_gives_every_step_the_fixed_vector():
+    """With feed_context, s_i = f(s_{i-1}, y_{i-1}, c): a step from the same state moves with c;
+    without it the step reads c only through the state."""
+    for feed, moves in ((True, True), (False, False)):
+        model = make(type="seq2seq", feed_context=feed)
+        enc = model.encode(SRC, SRC_LEN)
+        state = model.init_state(enc)
+        other = dict(enc, final_h=enc["final_h"] + 1.0)
+        y = TGT_IN[:, 1]
+        same_state, _, _ = model.decode_step(y, dict(state), enc)
+        other_c, _, _ = model.decode_step(y, dict(state), other)
+        assert (not torch.allclose(same_state, other_c)) == moves
 
 
 def test_reverse_source_reverses_within_length():

@@ -58,6 +58,9 @@ def test_minimal_study_is_valid():
     ({"evaluation": {"bucket_edges": [10, 5]}}, "increasing"),
     ({"evaluation": {"beam": 0}}, "evaluation.beam"),
     ({"heatmaps": {"model": "b"}}, "no model named 'b'"),
+    ({"evaluation": {"models": {"b": {"beam": 2}}}}, "evaluation.models: no model named 'b'"),
+    ({"evaluation": {"models": {"a": {"bleu_tokenize": "none"}}}}, "evaluation.models.a.bleu_tokenize is not a"),
+    ({"evaluation": {"models": {"a": {"length_penalty": -1}}}}, "evaluation.models.a.length_penalty"),
     ({"alignment": {"threshold": 0}}, "alignment.threshold"),
     ({"data": {"multi30k_long": {}}}, "exactly one"),
 ])
@@ -67,6 +70,11 @@ def test_invalid_studies_name_the_key(change, message):
     with pytest.raises(UserError) as e:
         study_from_dict(raw)
     assert message in str(e.value)
+
+
+def test_heatmaps_null_means_none():
+    assert study_from_dict(minimal()).heatmaps.enabled
+    assert not study_from_dict(minimal(heatmaps=None)).heatmaps.enabled
 
 
 def test_duplicate_and_bad_model_names():
@@ -229,8 +237,22 @@ def test_tiny_study_report_and_reuse(tmp_path, tiny_corpus, tiny_model):
     assert {r["action"] for r in again.summary["runs"]} == {"given", "reused"}
     assert again.summary["models"]["seq2seq"]["bleu"] == summary["models"]["seq2seq"]["bleu"]
 
-    # A changed model config is refused instead of silently reusing the old model.
+    # heatmaps: null draws none (the same models, reused).
     raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    path.write_text(yaml.safe_dump({**raw, "heatmaps": None}), encoding="utf-8")
+    assert run_study(path, out=out, quiet=True).summary["heatmaps"] == []
+
+    # A model decoded with its own settings is evaluated again; the others keep their cached evaluation.
+    keys = {f.name: json.loads(f.read_text(encoding="utf-8"))["key"] for f in (out / "evals").glob("*.json")}
+    own = deep_merge(raw, {"evaluation": {"models": {"seq2seq": {"beam": 2, "length_penalty": 1.0}}}})
+    path.write_text(yaml.safe_dump(own), encoding="utf-8")
+    page = run_study(path, out=out, quiet=True).report.read_text(encoding="utf-8")
+    changed = {f.name for f in (out / "evals").glob("*.json")
+               if json.loads(f.read_text(encoding="utf-8"))["key"] != keys[f.name]}
+    assert changed == {"seq2seq-seed1.json", "seq2seq-seed2.json"}
+    assert "seq2seq: beam 2, length penalty 1.0" in page
+
+    # A changed model config is refused instead of silently reusing the old model.
     raw["models"][1]["overrides"]["model"]["hidden_size"] = 16
     path.write_text(yaml.safe_dump(raw), encoding="utf-8")
     with pytest.raises(UserError, match="--retrain"):

@@ -21,25 +21,41 @@ from attnmt.models.registry import score_class
 
 class FixedVectorDecoder(nn.Module):
     """Sutskever et al. (2014): the decoder starts from the encoder's final state, the fixed
-    vector c, and sees nothing else of the source."""
+    vector c, and sees nothing else of the source.
 
-    def __init__(self, vocab_size: int, emb_size: int, hidden_size: int, num_layers: int, cell: str, dropout: float):
+    With `feed_context`, c is also an input of every step, s_i = f(s_{i-1}, y_{i-1}, c), as in
+    Cho et al. (2014)'s RNN Encoder-Decoder (eq. 5 there; Bahdanau et al.'s RNNencdec): the source
+    is still one fixed vector, but the decoder need not carry it through its state alone.
+    """
+
+    def __init__(self, vocab_size: int, emb_size: int, hidden_size: int, num_layers: int, cell: str, dropout: float,
+                 feed_context: bool = False):
         super().__init__()
         self.embed = nn.Embedding(vocab_size, emb_size, padding_idx=PAD_ID)
-        self.rnn = StackedRNN(cell, emb_size, hidden_size, num_layers, dropout)
+        self.feed_context = feed_context
+        self.rnn = StackedRNN(cell, emb_size + (hidden_size if feed_context else 0), hidden_size, num_layers, dropout)
         self.dropout = Dropout(dropout)
         self.output_size = hidden_size
 
     def init_state(self, enc: dict[str, Tensor]) -> dict[str, Tensor]:
         return self.rnn.state_from_layers(enc["final_h"], enc.get("final_c"))
 
+    def _inputs(self, y: Tensor, enc: dict[str, Tensor]) -> Tensor:
+        """E y (and c, the top encoder layer's final state, when it is fed at every step)."""
+        x = self.dropout(self.embed(y))
+        if not self.feed_context:
+            return x
+        c = enc["final_h"][:, -1].to(x.dtype)
+        c = c.unsqueeze(1).expand(-1, x.size(1), -1) if x.dim() == 3 else c
+        return torch.cat([x, c], dim=-1)
+
     def forward(self, tgt_in: Tensor, state: dict[str, Tensor], enc: dict[str, Tensor]):
-        # Nothing depends on the source at each step, so teacher forcing runs the RNN in one call.
-        s, _ = self.rnn(self.dropout(self.embed(tgt_in)), state)
+        # Nothing changes with i on the source side, so teacher forcing runs the RNN in one call.
+        s, _ = self.rnn(self._inputs(tgt_in, enc), state)
         return self.dropout(s), None
 
     def step(self, y_prev: Tensor, state: dict[str, Tensor], enc: dict[str, Tensor]):
-        s_i, state = self.rnn.step(self.dropout(self.embed(y_prev)), state)
+        s_i, state = self.rnn.step(self._inputs(y_prev, enc), state)
         return self.dropout(s_i), state, None
 
 

@@ -70,18 +70,19 @@ class Seq2Seq(EncoderDecoder):
     """Sutskever, Vinyals & Le (2014): the source is read into one fixed vector, the encoder's
     final state, from which the decoder must produce the whole translation."""
 
-    config_keys = RNN_KEYS | {"reverse_source"}  # its decoder is as wide as the encoder: no enc_hidden_size
+    # its decoder is as wide as the encoder: no enc_hidden_size
+    config_keys = RNN_KEYS | {"reverse_source", "feed_context"}
     has_attention = False  # capabilities that align, study and serve ask of a model
     has_heads = False
     has_full_context = False
 
     def __init__(self, src_vocab_size, tgt_vocab_size, emb_size, hidden_size, enc_layers, dec_layers,
-                 cell="lstm", dropout=0.0, reverse_source=True, tie_embeddings=False):
+                 cell="lstm", dropout=0.0, reverse_source=True, tie_embeddings=False, feed_context=False):
         if enc_layers != dec_layers:
             raise ValueError("seq2seq passes each encoder layer's final state to the same decoder layer: "
                              "enc_layers must equal dec_layers")
         encoder = RNNEncoder(src_vocab_size, emb_size, hidden_size, enc_layers, cell, False, dropout)
-        decoder = FixedVectorDecoder(tgt_vocab_size, emb_size, hidden_size, dec_layers, cell, dropout)
+        decoder = FixedVectorDecoder(tgt_vocab_size, emb_size, hidden_size, dec_layers, cell, dropout, feed_context)
         super().__init__(encoder, decoder, tgt_vocab_size, tie_embeddings)
         self.reverse_source = reverse_source
 
@@ -90,7 +91,7 @@ class Seq2Seq(EncoderDecoder):
         """Build from a :class:`attnmt.config.ModelConfig`."""
         return cls(src_vocab_size, tgt_vocab_size, emb_size=cfg.emb_size, hidden_size=cfg.hidden_size,
                    enc_layers=cfg.enc_layers, dec_layers=cfg.dec_layers, cell=cfg.cell, dropout=cfg.dropout,
-                   reverse_source=cfg.reverse_source, tie_embeddings=cfg.tie_embeddings)
+                   reverse_source=cfg.reverse_source, tie_embeddings=cfg.tie_embeddings, feed_context=cfg.feed_context)
 
     def encode(self, src: Tensor, src_len: Tensor) -> dict[str, Tensor]:
         if self.reverse_source:

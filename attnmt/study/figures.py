@@ -98,6 +98,8 @@ def draw_heatmaps(study: Study, data: StudyData, runs: list[Run], figures: Path)
     from attnmt.translator import load
     from attnmt.viz.heatmap import plot_attention
 
+    if not study.heatmaps.enabled:
+        return []
     name = study.heatmaps.model
     for run in runs:
         if (not name and _attention_model(run)) or run.model == name:

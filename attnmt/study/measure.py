@@ -30,7 +30,9 @@ def _eval_key(run: Run, data: StudyData, study: Study) -> str:
     """Changes whenever the evaluation of a run would change: checkpoint, test data, settings."""
     checkpoint = checkpoint_path(run.model_dir, study.evaluation.checkpoint)
     stat = checkpoint.stat()
-    settings = {"evaluation": dataclasses.asdict(study.evaluation), "alignment": dataclasses.asdict(study.alignment),
+    evaluation = dataclasses.asdict(study.evaluation)
+    evaluation.update(evaluation.pop("models").get(run.model, {}))  # only this run's own decoding
+    settings = {"evaluation": evaluation, "alignment": dataclasses.asdict(study.alignment),
                 "checkpoint": [str(checkpoint), stat.st_size, stat.st_mtime_ns], "data": data.fingerprint,
                 "version": 2}
     if data.extra_tests:
@@ -38,11 +40,12 @@ def _eval_key(run: Run, data: StudyData, study: Study) -> str:
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def translate_for_study(translator, study: Study, sources: list[str]) -> list[str]:
-    """The study's translations of ``sources``: its beam and penalties (coverage for models with attention)."""
-    ev = study.evaluation
-    coverage = ev.coverage_penalty if translator.has_attention else None
-    return [t.text for t in translator.translate(sources, beam=ev.beam, length_penalty=ev.length_penalty,
+def translate_for_study(translator, study: Study, model: str, sources: list[str]) -> list[str]:
+    """The study's translations of ``sources`` by one of its models: the beam and penalties it is evaluated
+    with (the coverage penalty for models with attention)."""
+    d = study.evaluation.decoding(model)
+    coverage = d["coverage_penalty"] if translator.has_attention else None
+    return [t.text for t in translator.translate(sources, beam=d["beam"], length_penalty=d["length_penalty"],
                                                  coverage_penalty=coverage)]
 
 
@@ -125,7 +128,7 @@ def evaluate_run(run: Run, data: StudyData, study: Study, out: Path) -> dict:
     ev = study.evaluation
     translator = load(run.model_dir, checkpoint=ev.checkpoint)
     started = time.perf_counter()
-    hypotheses = translate_for_study(translator, study, data.test_src)
+    hypotheses = translate_for_study(translator, study, run.model, data.test_src)
     decode_seconds = time.perf_counter() - started
     lengths = data.test_lengths
     buckets = bleu_by_length(lengths, hypotheses, data.test_tgt, edges=bucket_edges_for(study, lengths),
@@ -139,7 +142,7 @@ def evaluate_run(run: Run, data: StudyData, study: Study, out: Path) -> dict:
         "buckets": [dataclasses.asdict(b) for b in buckets], "decode_seconds": decode_seconds,
         **teacher_forced_stats(translator, data.test_src, data.test_tgt, ev.position_width),
         "alignment": {}, "hypotheses": hypotheses,
-        "extra_tests": {name: measure_test_set(translator, study, sources, references, run.seed)
+        "extra_tests": {name: measure_test_set(translator, study, run, sources, references)
                         for name, (sources, references) in data.extra_tests.items()},
     }
     wanted = study.alignment.models or [m.name for m in study.models]
@@ -159,12 +162,12 @@ def evaluate_run(run: Run, data: StudyData, study: Study, out: Path) -> dict:
     return result
 
 
-def measure_test_set(translator, study: Study, sources: list[str], references: list[str], seed: int) -> dict:
-    """BLEU (corpus and by source length), chrF and perplexity of one model on a further test set."""
+def measure_test_set(translator, study: Study, run: Run, sources: list[str], references: list[str]) -> dict:
+    """BLEU (corpus and by source length), chrF and perplexity of one run on a further test set."""
     from attnmt.evaluate import bleu_by_length, corpus_scores
 
-    ev = study.evaluation
-    hypotheses = translate_for_study(translator, study, sources)
+    ev, seed = study.evaluation, run.seed
+    hypotheses = translate_for_study(translator, study, run.model, sources)
     lengths = [len(s.split()) for s in sources]
     buckets = bleu_by_length(lengths, hypotheses, references, edges=bucket_edges_for(study, lengths, clip=True),
                              tokenize=ev.bleu_tokenize, bootstrap=ev.bootstrap, confidence=ev.confidence, seed=seed)

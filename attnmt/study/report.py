@@ -117,6 +117,13 @@ def _bucket_rows(shown: dict[str, dict]) -> list[list[str]]:
     return rows
 
 
+def _own_decoding(ev) -> str:
+    """The models decoded with settings of their own (evaluation.models), as text for the report."""
+    own = [f"{name}: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in settings.items())
+           for name, settings in ev.models.items()]
+    return f" ({html.escape('; '.join(own))})" if own else ""
+
+
 def _bleu_section(study: Study, result: dict, figures: dict[str, Path]) -> list[str]:
     ev, models = study.evaluation, result["models"]
     return [
@@ -124,7 +131,7 @@ def _bleu_section(study: Study, result: dict, figures: dict[str, Path]) -> list[
         f"<p>Each cell: the mean over seeds, in brackets its {ev.confidence:.0%} bootstrap interval "
         f"({ev.bootstrap} resamples of the bucket's sentences, the same for every seed), in "
         "parentheses the lowest and highest seed. Thin lines in the figure are single seeds. "
-        f"Decoding: beam {ev.beam}; sacreBLEU tokenize={html.escape(ev.bleu_tokenize)}.</p>",
+        f"Decoding: beam {ev.beam}{_own_decoding(ev)}; sacreBLEU tokenize={html.escape(ev.bleu_tokenize)}.</p>",
         f"<img src='{_png(figures['bleu_by_length'])}' alt='BLEU by source length'>",
         _table(["source words", "n", *models], _bucket_rows(models)),
         "<p>Share of the outputs that repeat some 4-gram at least three times (the loop of a decoder that has "

@@ -130,6 +130,9 @@ class ModelEntry:
     model_dirs: list[str] = field(default_factory=list)  # existing trained folders (one per seed): nothing is trained
 
 
+DECODING_KEYS = {"beam": (1, 100), "length_penalty": (0.0, 10.0), "coverage_penalty": (0.0, 10.0)}
+
+
 @dataclass
 class EvaluationSection:
     """How every model is scored."""
@@ -143,8 +146,20 @@ class EvaluationSection:
     checkpoint: str = "best"  # the checkpoint each model is scored with: best (lowest validation loss) or last
     length_penalty: Optional[float] = None  # GNMT alpha for beam search (None: each model's decode.length_penalty)
     coverage_penalty: float = 0.0  # GNMT beta for beam search, for the models with attention (attnmt.search)
+    # One model's own decoding, e.g. {seq2seq: {length_penalty: 1.0}}: beam, length_penalty or coverage_penalty
+    # in place of the values above (each chosen on validation pairs, as the shared ones are).
+    models: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        for name, settings in self.models.items():
+            if not isinstance(settings, dict) or not settings:
+                raise UserError(f"config: evaluation.models.{name} must map beam, length_penalty or coverage_penalty "
+                                "to a value")
+            for key, value in settings.items():
+                if key not in DECODING_KEYS:
+                    raise UserError(f"config: evaluation.models.{name}.{key} is not a decoding setting; allowed: "
+                                    f"{', '.join(DECODING_KEYS)}")
+                check_range(f"evaluation.models.{name}.{key}", value, *DECODING_KEYS[key])
         check_range("evaluation.beam", self.beam, 1, 100)
         check_range("evaluation.bootstrap", self.bootstrap, 0, None)
         check_range("evaluation.confidence", self.confidence, 0.5, 0.999)
@@ -153,11 +168,19 @@ class EvaluationSection:
         if self.length_penalty is not None:
             check_range("evaluation.length_penalty", self.length_penalty, 0.0, 10.0)
 
+    def decoding(self, model: str) -> dict:
+        """The beam and penalties that ``model`` is decoded with: the shared ones, then its own."""
+        shared = {"beam": self.beam, "length_penalty": self.length_penalty, "coverage_penalty": self.coverage_penalty}
+        return {**shared, **self.models.get(model, {})}
+
 
 @dataclass
 class HeatmapSection:
-    """Attention heatmaps: teacher-forced, word-level attention of chosen test pairs."""
+    """Attention heatmaps: teacher-forced, word-level attention of chosen test pairs.
 
+    ``heatmaps: null`` (or ``enabled: false``) in a study file draws none."""
+
+    enabled: bool = True
     model: str = ""  # the model entry to draw (its first seed); empty: the first model with attention
     sentences: list[int] = field(default_factory=list)  # 0-based test sentence indices
     lengths: list[int] = field(default_factory=list)  # or the test sentences closest to these source lengths
@@ -240,6 +263,8 @@ def model_raw_config(study: Study, entry: ModelEntry) -> dict:
 
 def study_from_dict(raw: dict, path: Path | None = None) -> Study:
     """Validate a raw study dict (as read from YAML)."""
+    if "heatmaps" in raw and raw["heatmaps"] is None:
+        raw = dict(raw, heatmaps={"enabled": False})
     study = build(Study, raw)
     study.path = str(path) if path is not None else None
     _validate(study)
@@ -274,7 +299,7 @@ def _validate(study: Study) -> None:
     if edges and (len(edges) < 2 or any(a >= b for a, b in zip(edges, edges[1:]))):
         raise UserError(f"config: evaluation.bucket_edges={edges} must be at least two increasing numbers")
     for key, chosen in (("heatmaps.model", [study.heatmaps.model] if study.heatmaps.model else []),
-                        ("alignment.models", study.alignment.models)):
+                        ("alignment.models", study.alignment.models), ("evaluation.models", study.evaluation.models)):
         for name in chosen:
             if name not in names:
                 raise UserError(f"config: {key}: no model named {name!r}; models: {', '.join(names)}")
@@ -324,12 +349,9 @@ def load_study(path: str | Path) -> Study:
     path = Path(path)
     raw = read_study_yaml(path)
     try:
-        study = build(Study, raw)
-        study.path = str(path.resolve())
-        _validate(study)
+        return study_from_dict(raw, path.resolve())
     except UserError as e:
         raise UserError(f"{path}: {e}") from None
-    return study
 
 
 # ================================================================ data
