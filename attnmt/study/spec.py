@@ -160,18 +160,16 @@ class EvaluationSection:
                     raise UserError(f"config: evaluation.models.{name}.{key} is not a decoding setting; allowed: "
                                     f"{', '.join(DECODING_KEYS)}")
                 check_range(f"evaluation.models.{name}.{key}", value, *DECODING_KEYS[key])
-        check_range("evaluation.beam", self.beam, 1, 100)
+        for key, (low, high) in DECODING_KEYS.items():
+            if getattr(self, key) is not None:  # length_penalty None: each model's decode.length_penalty
+                check_range(f"evaluation.{key}", getattr(self, key), low, high)
         check_range("evaluation.bootstrap", self.bootstrap, 0, None)
         check_range("evaluation.confidence", self.confidence, 0.5, 0.999)
         check_range("evaluation.position_width", self.position_width, 1, None)
-        check_range("evaluation.coverage_penalty", self.coverage_penalty, 0.0, 10.0)
-        if self.length_penalty is not None:
-            check_range("evaluation.length_penalty", self.length_penalty, 0.0, 10.0)
 
     def decoding(self, model: str) -> dict:
         """The beam and penalties that ``model`` is decoded with: the shared ones, then its own."""
-        shared = {"beam": self.beam, "length_penalty": self.length_penalty, "coverage_penalty": self.coverage_penalty}
-        return {**shared, **self.models.get(model, {})}
+        return {**{key: getattr(self, key) for key in DECODING_KEYS}, **self.models.get(model, {})}
 
 
 @dataclass
