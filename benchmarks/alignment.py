@@ -4,7 +4,10 @@
         Tatoeba fra-eng + Multi30k en-fr (from ../shared/data), tokenized and lowercased the way
         the Hansards gold is (attnmt.data.pretokenize), into data/align_enfr/train.tsv.gz; then
         eflomal's links for those training pairs, symmetrized with grow-diag-final-and, as the
-        guidance of train.guided_alignment (data/align_enfr/train.en-fr.links and .fr-en.links).
+        guidance of train.guided_alignment (data/align_enfr/train.en-fr.links and .fr-en.links);
+        from the same eflomal run, each direction's own links (train.directional.en-fr.links: every
+        French word linked to at most one English word, eflomal's forward alignment; .fr-en.links:
+        its reverse alignment, every English word to at most one French word).
         The gold set's sentences never get guidance links. --with-gold-text also writes
         train_with_gold_text.tsv.gz: the same pairs plus the 447 unlabelled gold sentence pairs
         (as statistical aligners always see the text they align).
@@ -95,17 +98,21 @@ def cmd_prepare(args) -> None:
     started = time.perf_counter()
     forward, reverse = eflomal_align([s for s, _ in pairs], [t for _, t in pairs])
     write_guidance(symmetrize(forward, reverse, "grow-diag-final-and"), "train")
-    print(f"eflomal guidance links (grow-diag-final-and) in {OUT} ({time.perf_counter() - started:.0f} s)")
+    write_guidance(forward, "train.directional", reverse=reverse)
+    print(f"eflomal guidance links (grow-diag-final-and; each direction's own: train.directional.*) in {OUT} "
+          f"({time.perf_counter() - started:.0f} s)")
 
 
-def write_guidance(links, stem: str) -> None:
-    """English-French links of the training pairs as guidance for both directions: OUT/STEM.en-fr.links
-    and OUT/STEM.fr-en.links (0-based Pharaoh, one line per pair of train.tsv.gz)."""
+def write_guidance(links, stem: str, reverse=None) -> None:
+    """(English, French) links of the training pairs as guidance: OUT/STEM.en-fr.links and
+    OUT/STEM.fr-en.links, the latter turned to (French, English) (0-based Pharaoh, one line per pair of
+    train.tsv.gz). Both files hold ``links``, or the French->English one holds ``reverse`` when given."""
     from attnmt.align import format_links
 
     (OUT / f"{stem}.en-fr.links").write_text("".join(format_links(a) + "\n" for a in links), encoding="utf-8")
-    (OUT / f"{stem}.fr-en.links").write_text("".join(format_links({(j, i) for i, j in a}) + "\n" for a in links),
-                                             encoding="utf-8")
+    (OUT / f"{stem}.fr-en.links").write_text(
+        "".join(format_links({(j, i) for i, j in a}) + "\n" for a in (links if reverse is None else reverse)),
+        encoding="utf-8")
 
 
 def cmd_self_links(args) -> None:

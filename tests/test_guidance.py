@@ -381,3 +381,20 @@ def test_training_guides_the_joined_pairs(tiny_corpus, tmp_path):
     assert next(e for e in events if "joined_pairs" in e)["joined_pairs"] == 25
     guided = next(e for e in events if "guided" in e)
     assert (guided["guided"], guided["unguided"]) == (n_train + 25, n_test)
+
+
+def test_alignment_benchmark_gives_each_direction_its_own_guidance_file(tmp_path, monkeypatch):
+    """`python -m benchmarks.alignment prepare` writes one (English, French) link set for both models, and each
+    direction's own set (train.directional.*); the French->English file is turned to (French, English)."""
+    import importlib
+
+    alignment = importlib.import_module("benchmarks.alignment")
+    monkeypatch.setattr(alignment, "OUT", tmp_path)
+    forward = [{(1, 0), (0, 0)}, {(0, 1)}]  # (English, French): each French word from one English word
+    reverse = [{(0, 0)}, {(0, 1), (1, 1)}]  # (English, French): each English word to one French word
+    alignment.write_guidance(forward, "both")
+    alignment.write_guidance(forward, "own", reverse=reverse)
+    read = lambda name: (tmp_path / name).read_text(encoding="utf-8").splitlines()  # noqa: E731
+    assert read("both.en-fr.links") == read("own.en-fr.links") == ["0-0 1-0", "0-1"]
+    assert read("both.fr-en.links") == ["0-0 0-1", "1-0"]
+    assert read("own.fr-en.links") == ["0-0", "1-0 1-1"]
