@@ -109,10 +109,11 @@ def write_guidance(links, stem: str, reverse=None) -> None:
     train.tsv.gz). Both files hold ``links``, or the French->English one holds ``reverse`` when given."""
     from attnmt.align import format_links
 
-    (OUT / f"{stem}.en-fr.links").write_text("".join(format_links(a) + "\n" for a in links), encoding="utf-8")
-    (OUT / f"{stem}.fr-en.links").write_text(
-        "".join(format_links({(j, i) for i, j in a}) + "\n" for a in (links if reverse is None else reverse)),
-        encoding="utf-8")
+    def write(direction: str, sets) -> None:
+        (OUT / f"{stem}.{direction}.links").write_text("".join(format_links(a) + "\n" for a in sets), encoding="utf-8")
+
+    write("en-fr", links)
+    write("fr-en", ({(j, i) for i, j in a} for a in (links if reverse is None else reverse)))
 
 
 def cmd_self_links(args) -> None:
