@@ -11,10 +11,10 @@
         The gold set's sentences never get guidance links. --with-gold-text also writes
         train_with_gold_text.tsv.gz: the same pairs plus the 447 unlabelled gold sentence pairs
         (as statistical aligners always see the text they align).
-    python -m benchmarks.alignment table --model NAME=DIR[,REVERSE_DIR] ... [--out JSON]
+    python -m benchmarks.alignment table --model NAME=DIR[+DIR...][,REVERSE_DIR[+REVERSE_DIR...]] ... [--out JSON]
         The one table: diagonal, eflomal (each direction and intersected), and each model x
         extraction method x symmetrization, with AER / precision / recall on the Hansards gold,
-        the model's BLEU on its held-out test set, its training time and the alignment time.
+        the model's (or the ensemble's) BLEU on its held-out test set, its training time and the alignment time.
     python -m benchmarks.alignment self-links --model DIR [--reverse-model DIR] [--layer L]
         Self-training: a pair's own links of the training pairs (by default the mutual maxima of the
         two directions' attention in agreement; without --reverse-model, the English->French model's
@@ -138,22 +138,27 @@ def cmd_self_links(args) -> None:
     print(f"-> {OUT / args.stem}.en-fr.links, .fr-en.links")
 
 
-def _model_facts(model_dir: Path, beam: int, checkpoint: str = "best") -> dict:
-    """Training time and steps from the model folder's log; BLEU (beam ``beam``) of ``checkpoint`` on its
-    held-out test set."""
+def _model_facts(model_dirs: list[Path], beam: int, checkpoint: str = "best") -> dict:
+    """Training time and steps from each model folder's log; BLEU (beam ``beam``) of ``checkpoint`` on the
+    first folder's held-out test set, translated by that model or, given several folders, by their ensemble."""
+    from attnmt.ensemble import load_ensemble
     from attnmt.evaluate import evaluate_translator
     from attnmt.runlog import training_summary
     from attnmt.translator import load
 
-    summary = training_summary(model_dir)
+    runs = []
+    for model_dir in model_dirs:
+        summary = training_summary(model_dir)
+        runs.append({"model_dir": str(model_dir), "checkpoint": checkpoint, "train_s": summary.get("wall_s"),
+                     "steps": summary.get("steps"),
+                     "best_valid_ppl": round(summary["best_valid_ppl"], 2) if "best_valid_ppl" in summary else None})
     started = time.perf_counter()
-    report = evaluate_translator(load(model_dir, checkpoint=checkpoint), model_dir / "test.src",
-                                 model_dir / "test.tgt", beam=beam)
-    return {"model_dir": str(model_dir), "checkpoint": checkpoint, "train_s": summary.get("wall_s"),
-            "steps": summary.get("steps"),
-            "best_valid_ppl": round(summary["best_valid_ppl"], 2) if "best_valid_ppl" in summary else None,
-            "test_bleu": round(report.scores.bleu, 2), "bleu_signature": report.scores.bleu_signature,
+    translator = (load(model_dirs[0], checkpoint=checkpoint) if len(model_dirs) == 1
+                  else load_ensemble(model_dirs, checkpoint=checkpoint))
+    report = evaluate_translator(translator, model_dirs[0] / "test.src", model_dirs[0] / "test.tgt", beam=beam)
+    bleu = {"test_bleu": round(report.scores.bleu, 2), "bleu_signature": report.scores.bleu_signature,
             "test_sentences": report.n_sentences, "decode_s": round(time.perf_counter() - started, 1)}
+    return {**runs[0], **bleu} if len(runs) == 1 else {"ensemble": runs, **bleu}
 
 
 def cmd_table(args) -> None:
@@ -166,11 +171,13 @@ def cmd_table(args) -> None:
     models: dict[str, dict] = {}
     for k, spec in enumerate(args.model):
         name, _, dirs = spec.partition("=")
-        forward, _, reverse = dirs.partition(",")
+        forward_dirs, _, reverse_dirs = dirs.partition(",")
+        forward, reverse = forward_dirs.split("+"), reverse_dirs.split("+") if reverse_dirs else []
         result = align_files(forward, src, tgt, gold_path=gold, baselines=("diagonal", "eflomal") if k == 0 else (),
                              reverse_model=reverse or None, checkpoint=args.checkpoint)
-        models[name] = {"forward": _model_facts(Path(forward), args.beam, args.checkpoint),
-                        **({"reverse": _model_facts(Path(reverse), args.beam, args.checkpoint)} if reverse else {}),
+        models[name] = {"forward": _model_facts([Path(d) for d in forward], args.beam, args.checkpoint),
+                        **({"reverse": _model_facts([Path(d) for d in reverse], args.beam, args.checkpoint)}
+                           if reverse else {}),
                         "align_s": result.seconds}
         for row, scores in result.scores.items():
             label = row if not row.startswith(("attention", "reverse")) else f"{name}: {row}"
@@ -398,7 +405,8 @@ def main(argv=None) -> None:
     p.set_defaults(func=cmd_prepare)
     p = sub.add_parser("table")
     p.add_argument("--model", action="append", required=True, metavar="NAME=DIR[,REVERSE_DIR]",
-                   help="an English->French model folder, optionally with its French->English partner")
+                   help="an English->French model folder, optionally with its French->English partner; "
+                        "DIR+DIR (either side) for an ensemble, aligned with the mean of its models' attention")
     p.add_argument("--beam", type=int, default=5)
     p.add_argument("--checkpoint", default="best", help="which checkpoint of every model folder: best, last, "
                    "averaged (attnmt average) or stepN, as attnmt align --checkpoint")

@@ -10,11 +10,14 @@ from torch import nn
 from attnmt.align import (
     AlignmentScores,
     GoldAlignment,
+    WordAttention,
+    align_pairs,
     argmax_links,
     attention_matrices,
     diagonal_links,
     format_links,
     links_from_attention,
+    mean_attention,
     parse_gold,
     read_gold,
     score_alignments,
@@ -236,3 +239,79 @@ def test_align_command_errors_are_one_line(tmp_path, capsys, tiny_corpus):
     assert main(["align", "--baseline", "diagonal", "--src", str(tiny_corpus / "test.src"),
                  "--tgt", str(tiny_corpus / "test.tgt"), "--gold", str(bad)]) == 2
     assert "lines" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- ensembles
+
+
+class DiagonalAttention(nn.Module):
+    """Target piece t attends to source piece t (clipped): the monotone opposite of ReverseAttention."""
+
+    def forward(self, src, src_len, tgt_in):
+        B, S = src.shape
+        T = tgt_in.size(1)
+        alpha = torch.zeros(B, T, S)
+        for b in range(B):
+            for t in range(T):
+                alpha[b, t, min(t, int(src_len[b]) - 1)] = 1.0
+        return torch.zeros(B, T, 10), alpha
+
+
+def word_attention_of(weights) -> WordAttention:
+    weights = np.asarray(weights, dtype=float)
+    n_tgt, n_src = weights.shape
+    return WordAttention([f"s{i}" for i in range(n_src)], [f"t{j}" for j in range(n_tgt)], weights,
+                         [], [], weights, weights[::-1].copy())
+
+
+def test_mean_attention_averages_the_members_word_matrices():
+    a = word_attention_of([[1.0, 0.0], [0.0, 1.0]])
+    b = word_attention_of([[0.0, 1.0], [0.5, 0.5]])
+    (mean,) = mean_attention([[a], [b]])
+    np.testing.assert_allclose(mean.weights, [[0.5, 0.5], [0.25, 0.75]])
+    np.testing.assert_allclose(mean.shifted, [[0.25, 0.75], [0.5, 0.5]])  # the shift rows are averaged too
+    assert mean_attention([[a]])[0] is a  # one member: that model, exactly
+    with pytest.raises(ValueError, match="different numbers"):
+        mean_attention([[a, a], [b]])
+
+
+def ensemble_of(*models):
+    """Fake translators over the pair "abcd ef" / "gh ijkl" (pieces ab cd | ef and gh | ij kl)."""
+    translators = []
+    for model in models:
+        translator, word_ids = fake_translator(model)
+        word_ids.table = {("ab", "cd", "ef"): [0, 0, 1], ("gh", "ij", "kl"): [0, 1, 1]}
+        translators.append(translator)
+    return translators
+
+
+def test_an_ensemble_aligns_where_the_mean_of_its_members_attention_points():
+    source, target = ["abcd ef"], ["gh ijkl"]
+    # (source word, target word). DiagonalAttention's word 1 ("ijkl") is half "abcd", half "ef": a tie,
+    # which argmax gives to the first source word.
+    reverse, diagonal = {(1, 0), (0, 1)}, {(0, 0), (0, 1)}
+    assert align_pairs(ensemble_of(ReverseAttention())[0], source, target) == [reverse]
+    assert align_pairs(ensemble_of(DiagonalAttention())[0], source, target) == [diagonal]
+    # Two members against one: the mean follows the majority, word by word.
+    assert align_pairs(ensemble_of(ReverseAttention(), ReverseAttention(), DiagonalAttention()), source,
+                       target) == [reverse]
+    assert align_pairs(ensemble_of(ReverseAttention(), DiagonalAttention(), DiagonalAttention()), source,
+                       target) == [diagonal]
+
+
+def test_an_ensemble_read_two_ways_by_default_asks_for_a_method():
+    unguided, guided = ensemble_of(ReverseAttention(), ReverseAttention())
+    guided.config.train.guided_alignment.links = "train.links"
+    guided.config.train.guided_alignment.row = "shift"
+    with pytest.raises(UserError, match="choose one with --method"):
+        align_pairs([unguided, guided], ["abcd ef"], ["gh ijkl"])
+    assert align_pairs([unguided, guided], ["abcd ef"], ["gh ijkl"], method="argmax") == [{(1, 0), (0, 1)}]
+
+
+def test_align_command_with_the_same_model_twice_writes_the_models_links(tiny_model, tiny_corpus, tmp_path):
+    files = ["--src", str(tiny_corpus / "test.src"), "--tgt", str(tiny_corpus / "test.tgt")]
+    one, two = tmp_path / "one.links", tmp_path / "two.links"
+    assert main(["align", "--model", str(tiny_model), *files, "--out", str(one)]) == 0
+    assert main(["align", "--model", str(tiny_model), "--model", str(tiny_model), *files, "--out", str(two)]) == 0
+    assert two.read_text(encoding="utf-8") == one.read_text(encoding="utf-8")
+    assert one.read_text(encoding="utf-8").strip()

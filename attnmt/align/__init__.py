@@ -20,6 +20,7 @@ from attnmt.align.extract import (
                                   diagonal_links,
                                   extract_alignments,
                                   links_from_attention,
+                                  mean_attention,
                                   model_method,
                                   mutual_links,
                                   threshold_links,
@@ -43,5 +44,5 @@ __all__ = ["ATTENTION_SYMMETRIZATIONS", "METHODS", "SYMMETRIZATIONS", "AlignResu
            "GoldAlignment", "Link", "WordAttention", "agreement_links", "align_files", "align_pairs",
            "attention_rows", "argmax_links", "attention_matrices", "diagonal_links", "eflomal_align",
            "extract_alignments", "format_links", "format_scores", "grow_diag_final_and", "links_from_attention",
-           "model_method", "mutual_links", "parse_gold", "parse_links", "read_gold", "read_links", "score_alignments",
-           "symmetrize", "threshold_links", "word_attention"]
+           "mean_attention", "model_method", "mutual_links", "parse_gold", "parse_links", "read_gold", "read_links",
+           "score_alignments", "symmetrize", "threshold_links", "word_attention"]

@@ -11,10 +11,12 @@ from attnmt.align.eflomal import eflomal_align
 from attnmt.align.extract import (
     AGREEMENT,
     METHODS,
+    WordAttention,
     agreement_links,
     attention_matrices,
     diagonal_links,
     links_from_attention,
+    mean_attention,
     model_method,
     reads_shift_rows,
 )
@@ -38,14 +40,37 @@ BASELINES = ("diagonal", "eflomal")
 ATTENTION_SYMMETRIZATIONS: tuple[str, ...] = (*SYMMETRIZATIONS, AGREEMENT)
 
 
+def members(models) -> list:
+    """One model (a Translator, or a model folder) or an ensemble of them, as a list."""
+    return list(models) if isinstance(models, (list, tuple)) else [models]
+
+
+def ensemble_attention(translators, sources: Sequence[str], targets: Sequence[str], layer: int | None = None,
+                       head: int | None = None) -> list[WordAttention]:
+    """The word-level attention of one translator, or the mean over an ensemble's (extract.mean_attention)."""
+    return mean_attention([attention_matrices(t, sources, targets, layer=layer, head=head)
+                           for t in members(translators)])
+
+
+def default_method(translators) -> str:
+    """The extraction method the model (every member of an ensemble) is read with by default."""
+    methods = sorted({model_method(t.config) for t in members(translators)})
+    if len(methods) > 1:
+        raise UserError(f"align: the ensemble's models are read with different methods by default "
+                        f"({' and '.join(methods)}; shift for a model guided on the shift row); "
+                        "choose one with --method")
+    return methods[0]
+
+
 def align_pairs(translator, sources: Sequence[str], targets: Sequence[str], method: str | None = None,
                 threshold: float = 0.5, layer: int | None = None, head: int | None = None, reverse=None,
                 symmetrization: str | None = None) -> list[set[Link]]:
     """Word links of (source, target) pairs from ``translator``'s attention, optionally symmetrized
     with those of ``reverse`` (a translator of the other direction, whose links are turned back into
-    (source, target) order). Used by ``attnmt align``, ``attnmt translate --alignments`` and the server.
+    (source, target) order). Either may be a list of translators, an ensemble (:func:`ensemble_attention`).
+    Used by ``attnmt align``, ``attnmt translate --alignments`` and the server.
     ``method`` None: the model's own (:func:`model_method`)."""
-    method = method or model_method(translator.config)
+    method = method or default_method(translator)
     if symmetrization is not None and symmetrization not in ATTENTION_SYMMETRIZATIONS:
         allowed = " | ".join(ATTENTION_SYMMETRIZATIONS)
         raise UserError(f"symmetrization {symmetrization!r} is unknown; allowed: {allowed}")
@@ -62,14 +87,14 @@ def attention_rows(translator, sources: Sequence[str], targets: Sequence[str], m
                    reverse=None) -> dict[str, list[set[Link]]]:
     """Links by each of ``methods`` from one teacher-forced pass: rows ``attention METHOD`` and, with a
     ``reverse`` translator, ``reverse attention METHOD`` and ``attention METHOD SYMMETRIZATION`` for each
-    of :data:`ATTENTION_SYMMETRIZATIONS`."""
+    of :data:`ATTENTION_SYMMETRIZATIONS`. ``translator`` and ``reverse`` may each be a list: an ensemble."""
     for method in methods:
         if method not in METHODS:
             raise UserError(f"alignment method {method!r} is unknown; allowed: {' | '.join(METHODS)}")
     rows: dict[str, list[set[Link]]] = {}
     agreed: dict[bool, list[set[Link]]] = {}  # agreement depends only on which rows a method reads
-    forward = attention_matrices(translator, sources, targets, layer=layer, head=head)
-    backward = attention_matrices(reverse, targets, sources, layer=layer, head=head) if reverse is not None else None
+    forward = ensemble_attention(translator, sources, targets, layer, head)
+    backward = ensemble_attention(reverse, targets, sources, layer, head) if reverse is not None else None
     for method in methods:
         rows[f"attention {method}"] = [links_from_attention(m, method, threshold) for m in forward]
         if backward is None:
@@ -108,7 +133,8 @@ def align_files(model_dir: str | Path | None, src_path: str | Path, tgt_path: st
     """Align line-aligned, tokenized ``src_path``/``tgt_path`` with a model's attention (``method``:
     argmax, threshold or shift, see attnmt.align.extract; None: the model's own), a ``reverse_model``
     trained in the other direction and the two ``symmetrization``, and ``baselines`` (diagonal,
-    eflomal); score every row against ``gold_path`` (1-based, NAACL format) if given.
+    eflomal); score every row against ``gold_path`` (1-based, NAACL format) if given. ``model_dir`` and
+    ``reverse_model`` may each be a list of folders: an ensemble, whose attention is its members' mean.
 
     eflomal learns from the pairs plus ``eflomal_corpus`` (a TSV, source TAB target), by default the
     training corpus of ``model_dir``'s config when it names one.
@@ -138,9 +164,9 @@ def align_files(model_dir: str | Path | None, src_path: str | Path, tgt_path: st
     if model_dir is not None:
         from attnmt.translator import load
 
-        reverse = load(reverse_model, checkpoint=checkpoint) if reverse_model is not None else None
-        translator = load(model_dir, checkpoint=checkpoint)
-        method = method or model_method(translator.config)
+        reverse = [load(d, checkpoint=checkpoint) for d in members(reverse_model)] if reverse_model else None
+        translator = [load(d, checkpoint=checkpoint) for d in members(model_dir)]
+        method = method or default_method(translator)
         # With gold every method (and symmetrization) is scored; the output is the one asked for.
         methods = METHODS if gold_path is not None else (method,)
         links.update(attention_rows(translator, sources, targets, methods, threshold, layer, head, reverse))
@@ -185,11 +211,11 @@ def _eflomal_corpus(path, model_dir) -> list[tuple[str, str]]:
         from attnmt.data.corpus import read_tsv
 
         return read_tsv(path)
-    if model_dir is None:
+    if not model_dir:
         return []
     from attnmt.translator import model_config
 
-    return read_split(model_config(Path(model_dir)).data, "train") or []
+    return read_split(model_config(Path(members(model_dir)[0])).data, "train") or []
 
 
 def _check_gold_in_range(gold: Sequence[GoldAlignment], pairs: Sequence[tuple[str, str]], path) -> None:

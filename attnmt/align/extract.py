@@ -59,12 +59,19 @@ two sets of links, a pair that one direction puts second but the other puts firs
 
 A Transformer has one attention per layer and head: ``layer`` and ``head`` choose one, and by
 default the last layer's heads are averaged.
+
+Ensembles
+---------
+Several models of one direction align as one (:func:`mean_attention`): each member's teacher-forced
+attention is merged to words and read where that member was taught (its own shift row, its own guided
+head), and the ensemble's matrix is the mean of the members' word-level matrices, which every method
+above then reads. Members meet at whitespace words, so they need not share a vocabulary.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -307,6 +314,18 @@ def attention_matrices(translator, sources: Sequence[str], targets: Sequence[str
                                        src_pieces[k], tgt_pieces[k], pieces,
                                        word_attention(shifted_rows(full, n_tgt, lag, shift_offset), src_w, tgt_w))
     return results  # type: ignore[return-value]
+
+
+def mean_attention(members: Sequence[Sequence[WordAttention]]) -> list[WordAttention]:
+    """The ensemble's attention of each pair: the mean of the members' word-level matrices (``weights`` and
+    ``shifted``). ``members`` holds one :func:`attention_matrices` result per model, over the same pairs; the
+    piece-level fields are the first member's. One member is returned as it is."""
+    if len(members) == 1:
+        return list(members[0])
+    if len({len(m) for m in members}) != 1:
+        raise ValueError(f"ensemble members aligned different numbers of pairs: {[len(m) for m in members]}")
+    return [replace(pair[0], weights=np.mean([m.weights for m in pair], axis=0),
+                    shifted=np.mean([m.shifted for m in pair], axis=0)) for pair in zip(*members)]
 
 
 def extract_alignments(translator, sources: Sequence[str], targets: Sequence[str], method: Method = "argmax",

@@ -58,14 +58,17 @@ def cmd_animate(args) -> None:
 def register(sub) -> None:
     """Add this module's commands to the `attnmt` parser."""
     p = sub.add_parser("align", help="word alignments from a model's attention (Pharaoh i-j), scored against gold")
-    p.add_argument("--model", help="trained attention model folder (rnnsearch or transformer)")
+    p.add_argument("--model", action="append",
+                   help="trained attention model folder (rnnsearch or transformer); repeat it for an ensemble, "
+                        "whose attention is the mean of its models' word-level attention")
     add_checkpoint_arg(p)
     p.add_argument("--src", required=True, help="tokenized source sentences, one per line")
     p.add_argument("--tgt", required=True, help="tokenized target sentences, line-aligned with --src")
     p.add_argument("--gold", help="gold links, 1-based 'i-j' (sure) and 'ipj' (possible): prints AER, precision, "
                                   "recall")
     add_alignment_args(p, method_flag="--method")
-    p.add_argument("--reverse-model", help="a model of the other direction (translates --tgt into --src)")
+    p.add_argument("--reverse-model", action="append",
+                   help="a model of the other direction (translates --tgt into --src); repeatable, as --model")
     p.add_argument("--baseline", choices=["diagonal", "eflomal"], action="append",
                    help="also align with a baseline (repeatable): diagonal (no model) or eflomal (statistical, "
                         "pip install eflomal), which learns from the sentences plus --eflomal-corpus")
