@@ -5,8 +5,10 @@ the ensemble's log probs are the members' weighted mean (a product of the member
 Marian's ensembles score; OpenNMT-py and fairseq ensemble the same way at every step):
 ``log p(y) = sum_m w_m log p_m(y)`` with the weights normalised to sum to 1. The attention reported
 is the mean of the members' attention (members without attention, seq2seq, are left out; None if
-none has any). :class:`Ensemble` implements the model interface (docs/architecture.md), so greedy
-search, beam search and sampling run on it unchanged; an ensemble of one is that model, exactly.
+none has any); word alignments (``translate --alignments``) are read from the mean of the members'
+teacher-forced attention, as ``attnmt align --model A --model B`` does. :class:`Ensemble` implements
+the model interface (docs/architecture.md), so greedy search, beam search and sampling run on it
+unchanged; an ensemble of one is that model, exactly.
 
 The members must share the source and the target vocabulary (the same token ids); any mix of
 seq2seq, rnnsearch and transformer models that do is allowed.
@@ -55,7 +57,7 @@ class Ensemble(nn.Module):
         return log_probs, {"members": [s for _, s, _ in outputs]}, alpha
 
     def forward(self, *args, **kwargs):
-        raise UserError("ensemble: word alignments and teacher-forced scoring need one model; pass a single --model")
+        raise UserError("ensemble: teacher-forced scoring needs one model; pass a single --model")
 
 
 def _first_difference(a: Vocabulary, b: Vocabulary) -> str:
@@ -91,4 +93,5 @@ def load_ensemble(model_dirs: Sequence[str | Path], checkpoint: str = "best", de
     ensemble = Ensemble([t.model for t in translators], weights).eval()
     translator = Translator(ensemble, first.src, first.tgt, first.config)
     translator.model_dir = first.model_dir
+    translator.members = translators  # word alignments read each member's attention (Translator.align)
     return translator

@@ -65,6 +65,7 @@ class Translator:
         self.device = next(model.parameters()).device
         self.max_src_tokens: int | None = None  # if set, translate() refuses longer sentences (SentenceTooLong)
         self.model_dir: Path | None = None  # the folder it was loaded from (load() sets it)
+        self.members: list[Translator] | None = None  # an ensemble's own translators (load_ensemble sets them)
 
     @property
     def model_type(self) -> str:
@@ -148,12 +149,16 @@ class Translator:
         """Fill each translation's ``alignment``: word links between the source's whitespace words and
         the output's, read off the attention of a teacher-forced pass over the output
         (:func:`attnmt.align.align_pairs`; the same methods and symmetrization as ``attnmt align``;
-        ``method`` None: the model's own, ``shift`` for a model guided on that row, else ``argmax``)."""
+        ``method`` None: the model's own, ``shift`` for a model guided on that row, else ``argmax``).
+        An ensemble aligns with the mean of its members' attention, as ``attnmt align --model A --model B``;
+        ``reverse`` may be a translator, an ensemble's, or a list of translators."""
         from attnmt.align import align_pairs
 
         todo = [t for t in translations if t.source.split() and t.text.split()]
-        found = align_pairs(self, [t.source for t in todo], [t.text for t in todo], method, threshold, layer, head,
-                            reverse, symmetrization)
+        if isinstance(reverse, Translator) and reverse.members:
+            reverse = reverse.members
+        found = align_pairs(self.members or self, [t.source for t in todo], [t.text for t in todo], method, threshold,
+                            layer, head, reverse, symmetrization)
         for t in translations:
             t.alignment = set()
         for t, links in zip(todo, found):

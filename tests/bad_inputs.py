@@ -377,8 +377,6 @@ CASES: list[Case] = [
          lambda ws: translate(ws.model, in_txt(ws), "--model", str(ws.model_with(swapped_target_words)))),
     Case("ensemble", "`--ensemble-weights` count differs from the models'",
          lambda ws: translate(ws.model, in_txt(ws), "--model", str(ws.model), "--ensemble-weights", "1")),
-    Case("ensemble", "`--alignments` with two models",
-         lambda ws: translate(ws.model, in_txt(ws), "--model", str(ws.model), "--alignments")),
     Case("config", "`decode.min_len` above `decode.max_len_cap`",
          lambda ws: ["train", str(ws.config("decode:\n  min_len: 20\n  max_len_cap: 10\n"))]),
     # --- evaluate --------------------------------------------------------------------------------

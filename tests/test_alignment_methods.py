@@ -256,6 +256,20 @@ def test_translate_alignments_agreement_is_the_product_of_both_directions(tiny_m
         assert len({i for i, _ in links}) == len(links) == len({j for _, j in links})  # one link per word at most
 
 
+def test_translate_alignments_of_an_ensemble_read_its_members_attention(tiny_model, tiny_corpus, tmp_path, capsys):
+    sources = (tiny_corpus / "test.src").read_text(encoding="utf-8").splitlines()[:4]
+    (tmp_path / "in.txt").write_text("\n".join(sources) + "\n", encoding="utf-8")
+    common = ["--input", str(tmp_path / "in.txt"), "--alignments", "--beam", "2", "--symmetrize", "agreement",
+              "--align-method", "shift"]
+    assert main(["translate", "--model", str(tiny_model), "--reverse-model", str(tiny_model), *common]) == 0
+    single = capsys.readouterr().out
+    # An ensemble of one model twice translates as that model, and its mean attention is that model's.
+    assert main(["translate", "--model", str(tiny_model), "--model", str(tiny_model), "--reverse-model",
+                 str(tiny_model), "--reverse-model", str(tiny_model), *common]) == 0
+    assert capsys.readouterr().out == single
+    assert all(_parse_output(line)[1] for line in single.splitlines())
+
+
 def test_server_alignment_field_matches_the_translator(tiny_model):
     pytest.importorskip("fastapi", reason="the serve extra (fastapi) is not installed")
     pytest.importorskip("httpx", reason="httpx (FastAPI's TestClient) is not installed")

@@ -27,11 +27,10 @@ def cmd_translate(args) -> None:
         raise UserError("translate: --symmetrize and --reverse-model belong to --alignments; add it or leave them out")
     if args.symmetrize and not args.reverse_model:
         raise UserError("translate: --symmetrize combines two directions; pass --reverse-model DIR too")
-    if args.alignments and len(args.model) > 1:
-        raise UserError("translate: --alignments read one model's attention; pass a single --model")
     translator = load_translator(args)
     translator.max_src_tokens = MAX_SOURCE_TOKENS  # a refusal naming the line, not an hour-long decode
-    reverse = load(args.reverse_model, checkpoint=args.checkpoint) if args.alignments and args.reverse_model else None
+    reverse = ([load(d, checkpoint=args.checkpoint) for d in args.reverse_model]
+               if args.alignments and args.reverse_model else None)
     from attnmt.interactive import is_live
 
     if args.buffer is not None or (not args.input or args.input == "-") and is_live(sys.stdin):
@@ -149,8 +148,9 @@ def register(sub) -> None:
                    help="print word links after each translation: 'text ||| 0-0 1-2 ...' (0-based source-output "
                         "word positions, as Marian's --alignment; with --n-best, on the best hypothesis)")
     add_alignment_args(p, method_flag="--align-method")
-    p.add_argument("--reverse-model", help="--alignments: a model of the other direction, to symmetrize with "
-                                           "(--symmetrize; default intersection)")
+    p.add_argument("--reverse-model", action="append",
+                   help="--alignments: a model of the other direction, to symmetrize with (--symmetrize; default "
+                        "intersection); repeat it for an ensemble, as --model")
     p.add_argument("--overwrite", action="store_true")
     p.set_defaults(func=cmd_translate)
 
