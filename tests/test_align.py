@@ -158,8 +158,12 @@ class FakeProcessor:
         return [self._ids.setdefault(p, len(self._ids) + 4) for p in pieces]
 
 
-class ReverseAttention(nn.Module):
-    """Target piece t attends to source piece S-1-t (clipped): a known, reordering attention."""
+class OneHotAttention(nn.Module):
+    """Target piece t attends to the one source piece ``position(t, n)`` (n: the source's pieces)."""
+
+    def __init__(self, position):
+        super().__init__()
+        self.position = position
 
     def forward(self, src, src_len, tgt_in):
         B, S = src.shape
@@ -168,8 +172,18 @@ class ReverseAttention(nn.Module):
         for b in range(B):
             n = int(src_len[b])
             for t in range(T):
-                alpha[b, t, max(n - 1 - t, 0)] = 1.0
+                alpha[b, t, self.position(t, n)] = 1.0
         return torch.zeros(B, T, 10), alpha
+
+
+def reverse_attention() -> OneHotAttention:
+    """Target piece t attends to source piece n-1-t (clipped): a known, reordering attention."""
+    return OneHotAttention(lambda t, n: max(n - 1 - t, 0))
+
+
+def diagonal_attention() -> OneHotAttention:
+    """Target piece t attends to source piece t (clipped): the monotone opposite of reverse_attention."""
+    return OneHotAttention(lambda t, n: min(t, n - 1))
 
 
 def fake_translator(model: nn.Module):
@@ -190,7 +204,7 @@ def fake_translator(model: nn.Module):
 
 
 def test_attention_matrices_drop_eos_row_and_merge_pieces():
-    translator, word_ids = fake_translator(ReverseAttention())
+    translator, word_ids = fake_translator(reverse_attention())
     source, target = "abcd ef", "gh ijkl"  # source pieces ab cd | ef, target pieces gh | ij kl
     word_ids.table = {("ab", "cd", "ef"): [0, 0, 1], ("gh", "ij", "kl"): [0, 1, 1]}
     (m,) = attention_matrices(translator, [source], [target])
@@ -244,19 +258,6 @@ def test_align_command_errors_are_one_line(tmp_path, capsys, tiny_corpus):
 # ---------------------------------------------------------------- ensembles
 
 
-class DiagonalAttention(nn.Module):
-    """Target piece t attends to source piece t (clipped): the monotone opposite of ReverseAttention."""
-
-    def forward(self, src, src_len, tgt_in):
-        B, S = src.shape
-        T = tgt_in.size(1)
-        alpha = torch.zeros(B, T, S)
-        for b in range(B):
-            for t in range(T):
-                alpha[b, t, min(t, int(src_len[b]) - 1)] = 1.0
-        return torch.zeros(B, T, 10), alpha
-
-
 def word_attention_of(weights) -> WordAttention:
     weights = np.asarray(weights, dtype=float)
     n_tgt, n_src = weights.shape
@@ -287,20 +288,20 @@ def ensemble_of(*models):
 
 def test_an_ensemble_aligns_where_the_mean_of_its_members_attention_points():
     source, target = ["abcd ef"], ["gh ijkl"]
-    # (source word, target word). DiagonalAttention's word 1 ("ijkl") is half "abcd", half "ef": a tie,
+    # (source word, target word). diagonal_attention's word 1 ("ijkl") is half "abcd", half "ef": a tie,
     # which argmax gives to the first source word.
     reverse, diagonal = {(1, 0), (0, 1)}, {(0, 0), (0, 1)}
-    assert align_pairs(ensemble_of(ReverseAttention())[0], source, target) == [reverse]
-    assert align_pairs(ensemble_of(DiagonalAttention())[0], source, target) == [diagonal]
+    assert align_pairs(ensemble_of(reverse_attention())[0], source, target) == [reverse]
+    assert align_pairs(ensemble_of(diagonal_attention())[0], source, target) == [diagonal]
     # Two members against one: the mean follows the majority, word by word.
-    assert align_pairs(ensemble_of(ReverseAttention(), ReverseAttention(), DiagonalAttention()), source,
+    assert align_pairs(ensemble_of(reverse_attention(), reverse_attention(), diagonal_attention()), source,
                        target) == [reverse]
-    assert align_pairs(ensemble_of(ReverseAttention(), DiagonalAttention(), DiagonalAttention()), source,
+    assert align_pairs(ensemble_of(reverse_attention(), diagonal_attention(), diagonal_attention()), source,
                        target) == [diagonal]
 
 
 def test_an_ensemble_read_two_ways_by_default_asks_for_a_method():
-    unguided, guided = ensemble_of(ReverseAttention(), ReverseAttention())
+    unguided, guided = ensemble_of(reverse_attention(), reverse_attention())
     guided.config.train.guided_alignment.links = "train.links"
     guided.config.train.guided_alignment.row = "shift"
     with pytest.raises(UserError, match="choose one with --method"):
