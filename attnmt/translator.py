@@ -155,10 +155,8 @@ class Translator:
         from attnmt.align import align_pairs
 
         todo = [t for t in translations if t.source.split() and t.text.split()]
-        if isinstance(reverse, Translator) and reverse.members:
-            reverse = reverse.members
-        found = align_pairs(self.members or self, [t.source for t in todo], [t.text for t in todo], method, threshold,
-                            layer, head, reverse, symmetrization)
+        found = align_pairs(self, [t.source for t in todo], [t.text for t in todo], method, threshold, layer, head,
+                            reverse, symmetrization)
         for t in translations:
             t.alignment = set()
         for t, links in zip(todo, found):

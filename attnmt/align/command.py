@@ -41,8 +41,11 @@ ATTENTION_SYMMETRIZATIONS: tuple[str, ...] = (*SYMMETRIZATIONS, AGREEMENT)
 
 
 def members(models) -> list:
-    """One model (a Translator, or a model folder) or an ensemble of them, as a list."""
-    return list(models) if isinstance(models, (list, tuple)) else [models]
+    """The models that align as one, as a list: a list as it is; an ensemble's Translator (load_ensemble), its
+    member translators; one Translator or model folder, itself."""
+    if isinstance(models, (list, tuple)):
+        return list(models)
+    return list(getattr(models, "members", None) or [models])
 
 
 def ensemble_attention(translators, sources: Sequence[str], targets: Sequence[str], layer: int | None = None,
