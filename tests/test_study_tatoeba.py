@@ -98,6 +98,61 @@ def test_tatoeba_long_splits_hold_out_whole_sentences(tmp_path):
     assert all(s == s.upper() and t == t.lower() for s, t in flipped["test"])  # French -> English
 
 
+def test_test_short_adds_unused_held_out_singles_and_changes_nothing_else(tmp_path):
+    tsv, m30k = write_corpus(tmp_path, n=600)
+    cfg = TatoebaLongData(tatoeba=str(tsv), multi30k=str(m30k), train_max_words=12, train_joined=30, held_out=300,
+                          valid=10, test=20, test_max_words=30, natural_min_words=15, seed=3)
+    plain = tatoeba_long_splits(cfg, tmp_path)
+    more = tatoeba_long_splits(TatoebaLongData(**{**cfg.__dict__, "test_short": 25, "test_short_max_words": 5}),
+                               tmp_path)
+    assert {k: v for k, v in more.items() if k != "test"} == {k: v for k, v in plain.items() if k != "test"}
+    joined, added = more["test"][: len(plain["test"])], more["test"][len(plain["test"]):]
+    assert joined == plain["test"] and len(added) == 25
+    assert all(len(ids(s)) == 1 and ids(s) == ids(t) and len(s.split()) <= 5 for s, t in added)  # single sentences
+    held = set().union(*(ids(s) for s, _ in joined))
+    assert not set().union(*(ids(s) for s, _ in added)) & held  # none the joins used
+    assert not set().union(*(ids(s) for s, _ in added)) & set().union(*(ids(s) for s, _ in more["train"]))
+    assert len({s for s, _ in added}) == 25
+    every = tatoeba_long_splits(TatoebaLongData(**{**cfg.__dict__, "test_short": 10_000}), tmp_path)
+    assert 25 < len(every["test"]) - len(plain["test"]) < 300  # as many as the held-out sentences leave
+
+
+def test_a_models_from_study_may_add_short_test_pairs_only(tmp_path):
+    tsv, m30k = write_corpus(tmp_path, n=600)
+    owner = {
+        "name": "tinyowner",
+        "data": {"tatoeba_long": {"tatoeba": str(tsv), "multi30k": str(m30k), "train_max_words": 12,
+                                  "train_joined": 30, "held_out": 300, "valid": 10, "test": 20,
+                                  "test_max_words": 30, "natural_min_words": 15}},
+        "seeds": [1],
+        "defaults": {"data": {"tokenizer": "word", "max_len": 60},
+                     "model": {"emb_size": 16, "hidden_size": 24, "dropout": 0.0},
+                     "train": {"max_steps": 4, "batch_tokens": 300, "valid_every": 4, "valid_bleu_sample": 0,
+                               "tensorboard": False, "threads": 1}},
+        "models": [{"name": "s2s", "overrides": {"model": {"type": "seq2seq"}}}],
+        "evaluation": {"bucket_edges": [1, 10, 20, 31], "bootstrap": 0},
+        "heatmaps": None,
+    }
+    (tmp_path / "tinyowner.yaml").write_text(yaml.safe_dump(owner), encoding="utf-8")
+    first = run_study(tmp_path / "tinyowner.yaml", out=tmp_path / "runs" / "study-tinyowner", quiet=True).summary
+    short = tmp_path / "tinyshort.yaml"
+    short.write_text(yaml.safe_dump({"models_from": "tinyowner.yaml", "name": "tinyshort",
+                                     "data": {"tatoeba_long": {"test_short": 40}}}), encoding="utf-8")
+    second = run_study(short, out=tmp_path / "runs" / "study-tinyshort", quiet=True).summary
+    assert [r["action"] for r in second["runs"]] == ["reused"]  # the owner's model, not trained again
+    assert second["data"]["train"] == first["data"]["train"]
+    assert second["data"]["test"]["pairs"] == first["data"]["test"]["pairs"] + 40
+    shortest = [m["buckets"][0]["n"] for m in (first["models"]["s2s"], second["models"]["s2s"])]
+    assert shortest[1] == shortest[0] + 40 and second["models"]["s2s"]["buckets"][1:] == \
+        first["models"]["s2s"]["buckets"][1:]  # the other buckets: the same pairs, the same translations
+
+    for data, key in (({"tatoeba_long": {"test": 50}}, "data.tatoeba_long.test"), ({"synthetic": {}}, "data"),
+                      ("x", "data")):
+        short.write_text(yaml.safe_dump({"models_from": "tinyowner.yaml", "data": data}), encoding="utf-8")
+        with pytest.raises(UserError, match=f"models_from takes {key} from its owner"):
+            load_study(short)
+
+
 def test_tatoeba_long_errors(tmp_path):
     tsv, _ = write_corpus(tmp_path, n=60)
     with pytest.raises(UserError, match="file not found"):

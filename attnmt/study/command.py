@@ -135,10 +135,14 @@ def execute_study(study: Study, out: Path, retrain: bool = False, jobs: int = 1,
     out.mkdir(parents=True, exist_ok=True)
     trainer, train_out = training_study(study, out)
     data = prepare_data(trainer, train_out)
+    training_fingerprint = data.fingerprint
+    if trainer is not study and study.data != trainer.data:
+        # Test-only data settings of its own (spec.TEST_ONLY_DATA): its test pairs, in its own folder.
+        data = prepare_data(study, out)
     say(f"study {study.name}: data in {data.directory} ({data.summary['train']['pairs']} training pairs, test "
         f"{data.summary['test']['min_words']}-{data.summary['test']['max_words']} words); output {out}")
     bucket_edges_for(study, data.test_lengths)  # fail now, not after training, if the buckets do not fit
-    runs = plan_runs(trainer, train_out, data)
+    runs = plan_runs(trainer, train_out, training_fingerprint)
     gold_sets(study, data)  # likewise for unreadable gold files
     data_seconds = time.perf_counter() - started
     outcomes = _execute(runs, data, study, out, retrain, jobs, say)

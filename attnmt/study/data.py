@@ -174,6 +174,11 @@ def join_to_lengths(pairs: list[tuple[str, str]], targets: list[int]) -> list[tu
     """Join consecutive ``pairs`` into one pair per target length: pairs are taken in order, each
     once, until the joined source has at least that many words (so a target of a few words is
     usually one sentence). Stops when the pairs run out."""
+    return _join_counting(pairs, targets)[0]
+
+
+def _join_counting(pairs: list[tuple[str, str]], targets: list[int]) -> tuple[list[tuple[str, str]], int]:
+    """:func:`join_to_lengths`, and how many of ``pairs`` (from the start) it used."""
     joined, i = [], 0
     for target in targets:
         run: list[tuple[str, str]] = []
@@ -185,7 +190,22 @@ def join_to_lengths(pairs: list[tuple[str, str]], targets: list[int]) -> list[tu
         if words < target:
             break
         joined.append(join_run(run))
-    return joined
+    return joined, i
+
+
+def short_singles(unused: list[tuple[str, str]], taken: list[tuple[str, str]], count: int,
+                  min_words: int, max_words: int) -> list[tuple[str, str]]:
+    """Up to ``count`` of the ``unused`` pairs, in order, of ``min_words`` to ``max_words`` source
+    words, each source once and none that is already a source in ``taken``."""
+    seen = {s for s, _ in taken}
+    chosen = []
+    for s, t in unused:
+        if len(chosen) == count:
+            break
+        if min_words <= _words(s) <= max_words and s not in seen:
+            seen.add(s)
+            chosen.append((s, t))
+    return chosen
 
 
 def tatoeba_long_splits(cfg: TatoebaLongData, base_dir: Path) -> dict[str, list[tuple[str, str]]]:
@@ -218,8 +238,10 @@ def tatoeba_long_splits(cfg: TatoebaLongData, base_dir: Path) -> dict[str, list[
     natural += [p for p in held if _words(p[0]) >= cfg.natural_min_words]
     pool = [p for p in held if _words(p[0]) < cfg.natural_min_words]
     rng.shuffle(pool)
-    test = join_to_lengths(pool, [rng.randint(cfg.test_min_words, cfg.test_max_words) for _ in range(cfg.test)])
+    test, used = _join_counting(pool, [rng.randint(cfg.test_min_words, cfg.test_max_words) for _ in range(cfg.test)])
     test = [p for p in test if _words(p[0]) <= cfg.test_max_words]
+    # Draws no random number: the training and validation pairs do not change with test_short.
+    test += short_singles(pool[used:], test, cfg.test_short, cfg.test_min_words, cfg.test_short_max_words)
     rng.shuffle(valid_pool)
     valid = join_to_lengths(valid_pool, [rng.randint(1, cfg.train_max_words) for _ in range(cfg.valid)])
     valid = [p for p in valid if _words(p[0]) <= cfg.train_max_words]

@@ -29,8 +29,9 @@ class Run:
         return f"{self.model}-seed{self.seed}"
 
 
-def plan_runs(study: Study, out: Path, data: StudyData) -> list[Run]:
-    """Every (model, seed) of the study, with the exact config each is trained with."""
+def plan_runs(study: Study, out: Path, fingerprint: str) -> list[Run]:
+    """Every (model, seed) of the study, with the exact config each is trained with: on the splits
+    in ``out/data``, whose fingerprint (StudyData.fingerprint) is ``fingerprint``."""
     runs = []
     base_dir = Path(study.path or ".").parent
     for entry in study.models:
@@ -46,12 +47,13 @@ def plan_runs(study: Study, out: Path, data: StudyData) -> list[Run]:
             config = config_from_dict(deep_merge(raw, {"train": {"seed": seed}}))
             # The study owns the data: every model reads the study's splits. The data fingerprint in
             # the name makes a changed data set a changed config, so old models are not reused.
-            config.name = f"{study.name}-{entry.name}-seed{seed}-data{data.fingerprint}"
+            config.name = f"{study.name}-{entry.name}-seed{seed}-data{fingerprint}"
             d = config.data
             d.synthetic = False
-            d.train_src, d.train_tgt = str(data.directory / "train.src"), str(data.directory / "train.tgt")
-            d.valid_src, d.valid_tgt = str(data.directory / "valid.src"), str(data.directory / "valid.tgt")
-            d.test_src, d.test_tgt = str(data.directory / "test.src"), str(data.directory / "test.tgt")
+            directory = out / "data"
+            d.train_src, d.train_tgt = str(directory / "train.src"), str(directory / "train.tgt")
+            d.valid_src, d.valid_tgt = str(directory / "valid.src"), str(directory / "valid.tgt")
+            d.test_src, d.test_tgt = str(directory / "test.src"), str(directory / "test.tgt")
             d.train_tsv = d.valid_tsv = None
             config.train.progress = False
             runs.append(Run(entry.name, seed, out / "models" / entry.name / f"seed{seed}", config))

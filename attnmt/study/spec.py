@@ -79,6 +79,12 @@ class TatoebaLongData:
     length. Naturally long sentences (at least ``natural_min_words``; ``natural_share`` of them,
     and any the held-out draw catches) are kept out of training and the joins and, with the
     Multi30k test captions when given, form a second test set reported on its own.
+
+    ``test_short`` adds that many single held-out sentences of at most ``test_short_max_words``
+    source words to the test pairs, taken in order from the held-out sentences the joins left
+    unused: a join to a few words is one sentence that often overshoots, so the shortest bucket is
+    the thinnest. It changes the test pairs only (training and validation stay as they are), so a
+    ``models_from`` study may set it to measure another study's models on a larger short bucket.
     """
 
     tatoeba: str = "../../shared/data/tatoeba/fra-eng.tsv.gz"  # English TAB other language; relative to the study file
@@ -97,6 +103,8 @@ class TatoebaLongData:
     # test set, beyond those the random held-out draw catches (0: only those).
     natural_share: float = 0.5
     natural_multi30k_split: str | None = "test_2016_flickr"  # Multi30k captions added to the natural set
+    test_short: int = 0  # single held-out sentences added to the test pairs (see above)
+    test_short_max_words: int = 9
     seed: int = 1
 
     def __post_init__(self) -> None:
@@ -109,6 +117,9 @@ class TatoebaLongData:
         check_range("data.tatoeba_long.test_max_words", self.test_max_words, self.test_min_words, None)
         check_range("data.tatoeba_long.natural_min_words", self.natural_min_words, 1, None)
         check_range("data.tatoeba_long.natural_share", self.natural_share, 0.0, 1.0)
+        check_range("data.tatoeba_long.test_short", self.test_short, 0, None)
+        check_range("data.tatoeba_long.test_short_max_words", self.test_short_max_words, self.test_min_words,
+                    self.test_max_words)
 
 
 @dataclass
@@ -224,7 +235,8 @@ class Study:
     alignment: AlignmentSection = field(default_factory=AlignmentSection)
     # Another study file whose trained models this one evaluates: its data, models, seeds and defaults are
     # taken (as with base:) and trained, if missing, in its own folder (runs/study-<its name>); this file
-    # changes only how they are scored (evaluation, heatmaps, alignment). Absolute once loaded.
+    # changes only how they are scored (evaluation, heatmaps, alignment) and, through the data settings
+    # that touch the test pairs only (TEST_ONLY_DATA), what they are scored on. Absolute once loaded.
     models_from: Optional[str] = None
     path: Optional[str] = None  # where the study was read from (set by load_study, not by the YAML)
 
@@ -324,12 +336,29 @@ def read_study_yaml(path: Path, seen: tuple[Path, ...] = ()) -> dict:
 
 
 TRAINING_KEYS = ("base", "data", "models", "seeds", "defaults")  # what a models_from study takes from its owner
+# The data settings that change the test pairs only, which a models_from study may set for itself.
+TEST_ONLY_DATA = {"tatoeba_long": ("test_short", "test_short_max_words")}
+
+
+def _test_only_data(path: Path, data) -> None:
+    """Refuse a models_from study's ``data`` unless it sets test-only keys (TEST_ONLY_DATA)."""
+    allowed = [f"data.{source}.{key}" for source, keys in TEST_ONLY_DATA.items() for key in keys]
+    if not isinstance(data, dict) or not all(isinstance(keys, dict) and keys for keys in data.values()):
+        given = ["data"]
+    else:
+        given = [f"data.{source}.{key}" for source, keys in data.items() for key in keys]
+    for key in given:
+        if key not in allowed:
+            raise UserError(f"{path}: models_from takes {key} from its owner (the models were trained on it); "
+                            f"a models_from study may set only {', '.join(allowed)}")
 
 
 def _read_models_from(path: Path, raw: dict, seen: tuple[Path, ...]) -> dict:
     """A ``models_from`` study's mapping: its owner's, with this file's scoring on top (see Study.models_from)."""
     owner = resolve_path(str(raw.pop("models_from")), path.parent).resolve()
-    given = [key for key in TRAINING_KEYS if key in raw]
+    if "data" in raw:
+        _test_only_data(path, raw["data"])
+    given = [key for key in TRAINING_KEYS if key in raw and key != "data"]
     if given:
         raise UserError(f"{path}: models_from takes {given[0]} from {owner.name}; remove {given[0]} here, or "
                         "drop models_from to train models of this study's own")
