@@ -208,6 +208,14 @@ def short_singles(unused: list[tuple[str, str]], taken: list[tuple[str, str]], c
     return chosen
 
 
+def _test_pairs(pool: list[tuple[str, str]], cfg: TatoebaLongData, rng: random.Random) -> list[tuple[str, str]]:
+    """The test pairs: ``pool`` joined to lengths drawn from ``rng``, then ``cfg.test_short`` unused singles."""
+    test, used = _join_counting(pool, [rng.randint(cfg.test_min_words, cfg.test_max_words) for _ in range(cfg.test)])
+    test = [p for p in test if _words(p[0]) <= cfg.test_max_words]
+    # Draws no random number: the training and validation pairs do not change with test_short.
+    return test + short_singles(pool[used:], test, cfg.test_short, cfg.test_min_words, cfg.test_short_max_words)
+
+
 def tatoeba_long_splits(cfg: TatoebaLongData, base_dir: Path) -> dict[str, list[tuple[str, str]]]:
     """train, valid, test (joined held-out sentences) and natural (naturally long held-out
     sentences plus the Multi30k test captions); see :class:`TatoebaLongData`."""
@@ -238,10 +246,7 @@ def tatoeba_long_splits(cfg: TatoebaLongData, base_dir: Path) -> dict[str, list[
     natural += [p for p in held if _words(p[0]) >= cfg.natural_min_words]
     pool = [p for p in held if _words(p[0]) < cfg.natural_min_words]
     rng.shuffle(pool)
-    test, used = _join_counting(pool, [rng.randint(cfg.test_min_words, cfg.test_max_words) for _ in range(cfg.test)])
-    test = [p for p in test if _words(p[0]) <= cfg.test_max_words]
-    # Draws no random number: the training and validation pairs do not change with test_short.
-    test += short_singles(pool[used:], test, cfg.test_short, cfg.test_min_words, cfg.test_short_max_words)
+    test = _test_pairs(pool, cfg, rng)
     rng.shuffle(valid_pool)
     valid = join_to_lengths(valid_pool, [rng.randint(1, cfg.train_max_words) for _ in range(cfg.valid)])
     valid = [p for p in valid if _words(p[0]) <= cfg.train_max_words]

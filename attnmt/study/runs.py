@@ -11,7 +11,6 @@ from typing import Literal
 
 from attnmt.config import PATH_FIELDS, Config, config_from_dict, config_to_dict
 from attnmt.errors import UserError
-from attnmt.study.data import StudyData
 from attnmt.study.spec import Study, deep_merge, model_raw_config, resolve_path
 
 
