@@ -1,6 +1,6 @@
 """Run `attnmt study CONFIG` and record its numbers, wall time and figures for the docs.
 
-    python -m benchmarks.study studies/synthetic.yaml [--retrain] [--jobs N] [--figures DIR]
+    python -m benchmarks.study studies/synthetic.yaml [--retrain] [--jobs N] [--figures DIR] [--study-out DIR]
 
 Writes benchmarks/results/study_<name>.json: the study's own results.json (every number of the
 report), the wall time of this run, and for each model folder whether this run trained it or
@@ -50,12 +50,16 @@ def main() -> int:
     parser.add_argument("--retrain", action="store_true", help="train every model again (measures the full study)")
     parser.add_argument("--jobs", type=int, help="runs at once (default: the study's)")
     parser.add_argument("--out", help="JSON result path (default benchmarks/results/study_<name>.json)")
+    parser.add_argument("--study-out", help="the study's output folder, as attnmt study --out (default "
+                        "runs/study-<name>; a models_from study trains its models beside it): a new folder "
+                        "measures the whole study from nothing without touching the models already trained")
     parser.add_argument("--figures", default=str(ROOT / "docs" / "img"),
                         help="where to copy the figures as chapter_<name>_*.png ('' to skip)")
     args = parser.parse_args()
     started = time.perf_counter()
-    result = run_study(args.config, retrain=args.retrain, jobs=args.jobs, quiet=False,
-                       command=f"attnmt study {args.config}" + (" --retrain" if args.retrain else ""))
+    result = run_study(args.config, out=args.study_out, retrain=args.retrain, jobs=args.jobs, quiet=False,
+                       command=f"attnmt study {args.config}" + (" --retrain" if args.retrain else "")
+                       + (f" --out {args.study_out}" if args.study_out else ""))
     wall = time.perf_counter() - started
     numbers = result.summary
     name = numbers["study"]
