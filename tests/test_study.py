@@ -284,6 +284,27 @@ def test_a_study_can_score_the_models_of_another(tmp_path, tiny_corpus, tiny_mod
         load_study(scoring)
 
 
+def test_study_benchmark_measures_a_whole_study_in_a_folder_of_its_own(tmp_path, tiny_corpus, tiny_model,
+                                                                        monkeypatch, capsys):
+    """`python -m benchmarks.study CONFIG --study-out DIR`: the study trains in DIR (not runs/), and the JSON
+    records that every run was trained by it, the full run's wall time and the command with its folder."""
+    import importlib
+    import sys
+
+    path = write_tiny_study(tmp_path, tiny_corpus, tiny_model)
+    out, record = tmp_path / "fresh" / "study-tiny", tmp_path / "study_tiny.json"
+    monkeypatch.setattr(sys, "argv", ["study", str(path), "--study-out", str(out), "--figures", "", "--out",
+                                      str(record)])
+    assert importlib.import_module("benchmarks.study").main() == 0
+    result = json.loads(record.read_text(encoding="utf-8"))
+    assert result["trained_this_run"] == ["seq2seq-seed1", "seq2seq-seed2"]
+    assert result["reused"] == ["rnnsearch-seed1"]  # a given folder: evaluated as it is
+    assert {r["model_dir"] for r in result["results"]["runs"] if r["model"] == "seq2seq"} == \
+        {str(out / "models" / "seq2seq" / f"seed{k}") for k in (1, 2)}
+    assert result["results"]["command"].endswith(f"--out {out}") and (out / "results.json").is_file()
+    assert "wall" in capsys.readouterr().out
+
+
 def test_study_command_errors_are_one_line(tmp_path, capsys):
     assert main(["study", str(tmp_path / "missing.yaml")]) == 2
     err = capsys.readouterr().err
