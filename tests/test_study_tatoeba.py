@@ -151,6 +151,13 @@ def test_a_models_from_study_may_add_short_test_pairs_only(tmp_path):
         short.write_text(yaml.safe_dump({"models_from": "tinyowner.yaml", "data": data}), encoding="utf-8")
         with pytest.raises(UserError, match=f"models_from takes {key} from its owner"):
             load_study(short)
+    synthetic = {**owner, "data": {"synthetic": {"train": 50, "valid": 5, "test": 5}}}
+    (tmp_path / "tinysynthetic.yaml").write_text(yaml.safe_dump(synthetic), encoding="utf-8")
+    short.write_text(yaml.safe_dump({"models_from": "tinysynthetic.yaml", "data": {"tatoeba_long": {"test_short": 5}}}),
+                     encoding="utf-8")
+    with pytest.raises(UserError, match="data.tatoeba_long: tinysynthetic.yaml, whose models this study measures, "
+                                        "has no data.tatoeba_long"):
+        load_study(short)
 
 
 def test_tatoeba_long_errors(tmp_path):

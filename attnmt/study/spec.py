@@ -365,6 +365,11 @@ def _read_models_from(path: Path, raw: dict, seen: tuple[Path, ...]) -> dict:
     if owner in seen or owner == path.resolve():
         raise UserError(f"{path}: models_from: {owner} is already one of this study's bases; remove the loop")
     owner_raw = read_study_yaml(owner, (*seen, path.resolve()))
+    owner_data = owner_raw.get("data") if isinstance(owner_raw, dict) else None
+    for source in raw.get("data", {}):
+        if not isinstance(owner_data, dict) or source not in owner_data:
+            raise UserError(f"{path}: data.{source}: {owner.name}, whose models this study measures, has no "
+                            f"data.{source}; set test pairs only for the data its models were trained on")
     merged = deep_merge(owner_raw, raw)
     # the models belong to the study that trains them: the owner's own owner, if it has one
     merged["models_from"] = owner_raw.get("models_from") or str(owner)
