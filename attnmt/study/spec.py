@@ -335,13 +335,14 @@ def read_study_yaml(path: Path, seen: tuple[Path, ...] = ()) -> dict:
     return deep_merge(read_study_yaml(base, (*seen, path.resolve())), raw)
 
 
-TRAINING_KEYS = ("base", "data", "models", "seeds", "defaults")  # what a models_from study takes from its owner
-# The data settings that change the test pairs only, which a models_from study may set for itself.
+TRAINING_KEYS = ("base", "models", "seeds", "defaults")  # what a models_from study takes from its owner, with data
+# The data settings that change the test pairs only: the one part of data a models_from study may set for itself.
 TEST_ONLY_DATA = {"tatoeba_long": ("test_short", "test_short_max_words")}
 
 
-def _test_only_data(path: Path, data) -> None:
-    """Refuse a models_from study's ``data`` unless it sets test-only keys (TEST_ONLY_DATA)."""
+def _check_test_only_data(path: Path, data, owner: Path, owner_raw) -> None:
+    """Refuse a models_from study's ``data`` unless it sets test-only keys (TEST_ONLY_DATA) of a data source
+    its owner has."""
     allowed = [f"data.{source}.{key}" for source, keys in TEST_ONLY_DATA.items() for key in keys]
     if not isinstance(data, dict) or not all(isinstance(keys, dict) and keys for keys in data.values()):
         given = ["data"]
@@ -351,25 +352,25 @@ def _test_only_data(path: Path, data) -> None:
         if key not in allowed:
             raise UserError(f"{path}: models_from takes {key} from its owner (the models were trained on it); "
                             f"a models_from study may set only {', '.join(allowed)}")
+    owner_data = owner_raw.get("data") if isinstance(owner_raw, dict) else None
+    for source in data:
+        if not isinstance(owner_data, dict) or source not in owner_data:
+            raise UserError(f"{path}: data.{source}: {owner.name}, whose models this study measures, has no "
+                            f"data.{source}; set test pairs only for the data its models were trained on")
 
 
 def _read_models_from(path: Path, raw: dict, seen: tuple[Path, ...]) -> dict:
     """A ``models_from`` study's mapping: its owner's, with this file's scoring on top (see Study.models_from)."""
     owner = resolve_path(str(raw.pop("models_from")), path.parent).resolve()
-    if "data" in raw:
-        _test_only_data(path, raw["data"])
-    given = [key for key in TRAINING_KEYS if key in raw and key != "data"]
+    given = [key for key in TRAINING_KEYS if key in raw]
     if given:
         raise UserError(f"{path}: models_from takes {given[0]} from {owner.name}; remove {given[0]} here, or "
                         "drop models_from to train models of this study's own")
     if owner in seen or owner == path.resolve():
         raise UserError(f"{path}: models_from: {owner} is already one of this study's bases; remove the loop")
     owner_raw = read_study_yaml(owner, (*seen, path.resolve()))
-    owner_data = owner_raw.get("data") if isinstance(owner_raw, dict) else None
-    for source in raw.get("data", {}):
-        if not isinstance(owner_data, dict) or source not in owner_data:
-            raise UserError(f"{path}: data.{source}: {owner.name}, whose models this study measures, has no "
-                            f"data.{source}; set test pairs only for the data its models were trained on")
+    if "data" in raw:
+        _check_test_only_data(path, raw["data"], owner, owner_raw)
     merged = deep_merge(owner_raw, raw)
     # the models belong to the study that trains them: the owner's own owner, if it has one
     merged["models_from"] = owner_raw.get("models_from") or str(owner)
