@@ -4,6 +4,11 @@ A checkpoint holds only tensors and plain Python values, so it loads with
 `torch.load(..., weights_only=True)`: a file crafted to run code when unpickled is refused.
 It is validated (format version, a SHA-256 checksum of its contents, model type, parameter names
 and shapes) before use. Files without a checksum (written before it existed) still load.
+
+Only `last.pt` carries the full training state (optimizer, scheduler, RNG, EMA) that `--resume`
+needs; `best.pt`, the kept `stepN.pt`, `ema.pt` and averaged checkpoints hold what translating
+needs (`for_translation`), about a third of the size with Adam. Checkpoints written with the full
+state under another name (as `best.pt` was once) load all the same.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from torch import nn
 from attnmt.errors import UserError
 
 FORMAT_VERSION = 1
+# What translating with a checkpoint needs, and where its weights came from (the step, the scores, the averaged files)
+FOR_TRANSLATION = ("model_type", "model", "vocab_sizes", "train_state", "averaged")
 
 
 def payload_digest(payload: dict[str, Any]) -> str:
@@ -145,10 +152,15 @@ def kept_checkpoints(directory: Path) -> list[Path]:
     return [p for _, p in sorted(found)]
 
 
+def for_translation(payload: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint to ship: the weights and what translating needs (:data:`FOR_TRANSLATION`), without the
+    optimizer, scheduler, RNG and EMA state that only resuming a training run uses."""
+    return {k: payload[k] for k in FOR_TRANSLATION if k in payload}
+
+
 def keep_checkpoint(payload: dict[str, Any], directory: Path, step: int, keep: int) -> None:
     """Write the weights of this step as `step<N>.pt` and delete all but the newest `keep` of them."""
-    save_checkpoint({k: payload[k] for k in ("model_type", "model", "vocab_sizes", "train_state")},
-                    directory / f"step{step}.pt")
+    save_checkpoint(for_translation(payload), directory / f"step{step}.pt")
     for old in kept_checkpoints(directory)[:-keep]:
         old.unlink(missing_ok=True)
 

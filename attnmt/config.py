@@ -9,6 +9,7 @@ what is allowed. Relative paths in a config file are resolved against the file's
 from __future__ import annotations
 
 import dataclasses
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +18,8 @@ from typing import Literal, Optional
 import yaml
 
 from attnmt.errors import UserError
-from attnmt.typed import apply_overrides, build, check_range, read_yaml
+from attnmt.registry import Registry
+from attnmt.typed import apply_overrides, build, check_range, coerce, read_yaml
 
 
 @dataclass
@@ -43,11 +45,6 @@ class DataConfig:
     # valid.src / valid.tgt and test.src / test.tgt (for `attnmt evaluate --src MODEL/test.src ...`).
     valid_size: int = 0
     test_size: int = 0
-    synthetic: bool = False  # use the built-in synthetic language instead of files
-    synthetic_train: int = 20000  # sentence pairs generated for training (synthetic only)
-    synthetic_valid: int = 500
-    synthetic_min_len: int = 4
-    synthetic_max_len: int = 60
     src_lang: str = "src"
     tgt_lang: str = "tgt"
     tokenizer: Literal["bpe", "unigram", "word"] = "bpe"
@@ -57,18 +54,9 @@ class DataConfig:
     max_vocab: Optional[int] = None  # word tokenizer: keep at most this many tokens per side
     min_freq: int = 1  # word tokenizer: drop rarer tokens (they become <unk>)
     max_len: int = 100  # training pairs with a longer side (in tokens) are dropped and counted
-    # This fraction of the training pairs is added again with the source's final punctuation removed
-    # (attnmt/data/augment.py): for corpora whose sentences always end in punctuation, like Tatoeba.
-    drop_final_punct: float = 0.0
-    # The sentence pairs of a word-alignment test set, added to the training text without alignment links
-    # (statistical aligners always see the text they align); off by default, logged, never held out.
-    align_text_src: Optional[str] = None
-    align_text_tgt: Optional[str] = None
-    align_text_copies: int = 1  # how many times they are added
-    # This many pairs are added that each join 2 to join_max_parts training pairs drawn at random
-    # (attnmt/data/augment.py): sentences longer than the corpus has; guidance links are carried over.
-    joined_pairs: int = 0
-    join_max_parts: int = 3
+    # What is added to the training pairs or attached to them, in order: a list of {name: NAME, ...settings}
+    # (attnmt/data/transforms.py): synthetic, joined_pairs, align_text, drop_final_punct, links.
+    transforms: list = field(default_factory=list)
     # Several training corpora, mixed by weight (instead of train_src/train_tgt/train_tsv): a list of
     # {name, src, tgt, weight} or {name, tsv, weight}. Each epoch takes round(N * weight / sum of weights)
     # pairs of a corpus (N = all kept pairs): weights proportional to the sizes read each pair once.
@@ -94,15 +82,11 @@ class DataConfig:
             self.train = _check_corpora(self)
         check_range("data.vocab_size", self.vocab_size, 8, None)
         check_range("data.max_len", self.max_len, 1, None)
-        check_range("data.drop_final_punct", self.drop_final_punct, 0.0, 1.0)
         check_range("data.min_freq", self.min_freq, 1, None)
-        check_range("data.align_text_copies", self.align_text_copies, 1, None)
-        check_range("data.joined_pairs", self.joined_pairs, 0, None)
-        check_range("data.join_max_parts", self.join_max_parts, 2, None)
-        if (self.align_text_src is None) != (self.align_text_tgt is None):
-            raise UserError("config: data.align_text_src and data.align_text_tgt must be given together")
-        check_range("data.synthetic_min_len", self.synthetic_min_len, 2, None)
-        check_range("data.synthetic_max_len", self.synthetic_max_len, self.synthetic_min_len, None)
+        if not isinstance(self.transforms, list) or not all(isinstance(t, dict) and isinstance(t.get("name"), str)
+                                                              for t in self.transforms):
+            raise UserError(f"config: data.transforms must be a list of mappings with a name, e.g. "
+                            f"[{{name: drop_final_punct, fraction: 0.3}}], got {self.transforms!r}")
         check_range("data.tsv_src_column", self.tsv_src_column, 0, None)
         check_range("data.tsv_tgt_column", self.tsv_tgt_column, 0, None)
         if self.tsv_src_column == self.tsv_tgt_column:
@@ -113,9 +97,6 @@ class DataConfig:
         if self.valid_size and (self.valid_src or self.valid_tgt or self.valid_tsv):
             raise UserError(f"config: data.valid_size={self.valid_size} holds out a validation set, but validation "
                             "files are given too (data.valid_*); use one or the other")
-        if self.synthetic and (self.valid_size or self.test_size):
-            raise UserError("config: data.valid_size / data.test_size hold out pairs of a corpus file; the synthetic "
-                            "language has its own splits (data.synthetic_valid), so leave them at 0")
         if self.test_size and (self.test_src or self.test_tgt):
             raise UserError(f"config: data.test_size={self.test_size} holds out a test set, but test files are "
                             "given too (data.test_*); use one or the other")
@@ -158,59 +139,83 @@ def _check_corpora(cfg: DataConfig) -> list[dict]:
     return corpora
 
 
+DEFAULT_MODEL_TYPE = "rnnsearch"
+# model.type -> the config class of that model type. Each model type declares its keys in its own subclass of
+# ModelConfig, beside its code (attnmt/models/), and `attnmt.models.register_model` enters it here.
+MODEL_CONFIGS = Registry("model type", "model.type", builtins="attnmt.models")
+
+
 @dataclass
 class ModelConfig:
-    """The architecture. Names follow the papers."""
+    """The architecture: the keys every model type reads. A model type's own keys are in its subclass
+    (attnmt.models: Seq2SeqConfig, RNNSearchConfig, TransformerConfig); the `model` section of a config
+    is built as the class registered for its `type`. Names follow the papers."""
 
-    type: str = "rnnsearch"  # a name in attnmt.models.MODELS: seq2seq | rnnsearch | transformer
-    cell: Literal["lstm", "gru"] = "lstm"
-    emb_size: int = 256
-    hidden_size: int = 256  # decoder state; also the encoder's, per direction, unless enc_hidden_size is set
-    enc_hidden_size: Optional[int] = None  # rnnsearch: encoder size per direction (OpenNMT's brnn halves hidden_size)
+    type: str = DEFAULT_MODEL_TYPE  # a name in attnmt.models.MODELS: seq2seq | rnnsearch | transformer
     enc_layers: int = 1
     dec_layers: int = 1
     dropout: float = 0.2
     tie_embeddings: bool = False  # share the target embedding matrix with the output layer
-    reverse_source: bool = False  # seq2seq: feed the source backwards (Sutskever et al. 2014)
-    # seq2seq: give the fixed vector c to every decoder step, s_i = f(s_{i-1}, y_{i-1}, c), as Cho et al. (2014)'s
-    # RNN Encoder-Decoder (Bahdanau et al.'s RNNencdec) does, not only as the initial state.
-    feed_context: bool = False
-    # rnnsearch: the decoder's order. bahdanau: s_{i-1} queries the source before the state update
-    # (Bahdanau et al. 2014); luong: s_i queries after it, and the attentional vector h~_i = tanh(W_c [c_i; s_i])
-    # feeds the output layer (Luong et al. 2015).
-    decoder: Literal["bahdanau", "luong"] = "bahdanau"
-    score: str = "additive"  # rnnsearch: a name in attnmt.models.SCORES: additive | additive_coverage | dot | general
-    attn_size: Optional[int] = None  # width of the additive score's layer (default hidden_size)
-    input_feeding: bool = False  # decoder luong: feed the attentional vector to the next step
-    # The older single key for decoder + score: bahdanau | luong_dot | luong_general | luong_concat.
-    attention: Optional[str] = None
-    # Transformer (Vaswani et al. 2017)
-    d_model: int = 256
-    n_heads: int = 4
-    ff_size: int = 1024
-    share_embeddings: bool = False  # one embedding for source and target (needs a joint vocab)
+
+    def __new__(cls, *args, **keys):
+        """``ModelConfig(type=NAME, ...)`` gives the config class registered for NAME (its keys, its checks)."""
+        if cls is ModelConfig:
+            name = keys.get("type", DEFAULT_MODEL_TYPE)
+            cls = MODEL_CONFIGS.lookup(name)
+            reads = {f.name for f in dataclasses.fields(cls)}
+            for key in keys:
+                if key not in reads:
+                    _refuse("model.", key, name)
+        return super().__new__(cls)
 
     def __post_init__(self) -> None:
-        if self.attention is not None:
-            _read_attention_alias(self)
-        _check_applies(self)
-        for name in ("emb_size", "hidden_size", "enc_layers", "dec_layers", "d_model", "n_heads", "ff_size"):
+        for name in ("enc_layers", "dec_layers"):
             check_range(f"model.{name}", getattr(self, name), 1, None)
         check_range("model.dropout", self.dropout, 0.0, 0.99)
-        if self.enc_hidden_size is not None:
-            check_range("model.enc_hidden_size", self.enc_hidden_size, 1, None)
-        if self.d_model % self.n_heads:
-            raise UserError(
-                f"config: model.d_model={self.d_model} is not divisible by model.n_heads={self.n_heads}; "
-                "choose sizes with d_model % n_heads == 0"
-            )
+
+    @classmethod
+    def from_raw(cls, raw, prefix: str = "model.") -> ModelConfig:
+        """The config class of ``raw``'s type, built from ``raw`` (typed.build calls this for a section).
+
+        A key that this type does not read is refused, naming the types that do read it; one left at its
+        default is dropped (a model folder's config.yaml of an older attnmt lists every model key)."""
+        if not isinstance(raw, dict):
+            return build(cls, raw, prefix)  # the one-line "must be a mapping" error
+        name = coerce(f"{prefix}type", raw.get("type", DEFAULT_MODEL_TYPE), str)
+        chosen = MODEL_CONFIGS.lookup(name)
+        reads = {f.name for f in dataclasses.fields(chosen)}
+        kept = {}
+        for key, value in raw.items():
+            readers = _readers(key)
+            if key in reads or not readers:
+                kept[key] = value  # an unknown key: build names the closest one
+            elif any(value != f.default for f in readers.values()):
+                _refuse(prefix, key, name)
+        return build(chosen, kept, prefix)
+
+
+def _readers(key: str) -> dict[str, dataclasses.Field]:
+    """The model types whose config class has the key ``key``, with that field."""
+    return {name: f for name, cls in MODEL_CONFIGS.items() for f in dataclasses.fields(cls) if f.name == key}
+
+
+def _refuse(prefix: str, key: str, model_type: str) -> None:
+    readers = _readers(key)
+    if not readers:
+        raise UserError(f"config: unknown key '{prefix}{key}'; valid keys: "
+                        f"{', '.join(f.name for f in dataclasses.fields(MODEL_CONFIGS.lookup(model_type)))}")
+    raise UserError(f"config: {prefix}{key} applies to {' and '.join(readers)}, not {model_type}: remove it")
+
+
+def _default_model() -> ModelConfig:
+    return MODEL_CONFIGS.lookup(DEFAULT_MODEL_TYPE)()
 
 
 @dataclass
 class GuidedAlignmentConfig:
     """Guided alignment training (attnmt/guidance.py; Garg et al. 2019): word links supervise the attention."""
 
-    links: Optional[str] = None  # 0-based Pharaoh links, line-aligned with the training corpus (null: off)
+    # On when the training data carries word links: data.transforms [{name: links, path: FILE}].
     weight: float = 0.2  # lambda: the alignment loss's weight beside the translation loss
     # Transformer only: the cross-attention that is supervised (layer counted from 0, -1 the last; a head
     # index, or null for the heads' average). RNN models have one attention and leave both null.
@@ -343,69 +348,66 @@ class DecodeConfig:
         check_range("decode.no_repeat_ngram", self.no_repeat_ngram, 0, None)
 
 
-def _read_attention_alias(cfg: ModelConfig) -> None:
-    """model.attention, the older key, written as model.decoder + model.score."""
-    value = cfg.attention
-    if value not in ATTENTION_ALIASES:
-        raise UserError(f"config: model.attention={value!r} is unknown; allowed: {' | '.join(ATTENTION_ALIASES)} "
-                        "(or write model.decoder and model.score)")
-    decoder, score = ATTENTION_ALIASES[value]
-    given = {"decoder": cfg.decoder, "score": cfg.score}
-    for key, default, wanted in (("decoder", "bahdanau", decoder), ("score", "additive", score)):
-        if given[key] not in (default, wanted):
-            raise UserError(f"config: model.attention={value!r} means model.{key}: {wanted}, but model.{key} is "
-                            f"{given[key]!r}; keep one of the two")
-    cfg.decoder, cfg.score, cfg.attention = decoder, score, None
-    if value != "bahdanau":
-        print(f"note: model.attention: {value} is written model.decoder: {decoder} + model.score: {score} now",
-              file=sys.stderr)
-
-
-# model.attention's values -> (model.decoder, model.score). Luong's "concat" score is Bahdanau's additive one.
-ATTENTION_ALIASES = {"bahdanau": ("bahdanau", "additive"), "luong_dot": ("luong", "dot"),
-                     "luong_general": ("luong", "general"), "luong_concat": ("luong", "additive")}
-
-
-def _check_applies(cfg: ModelConfig) -> None:
-    """Refuse a model key that the chosen model type (or score, or decoder) does not read."""
-    from attnmt.models.registry import MODELS, SCORES, model_class, score_class
-
-    cls = model_class(cfg.type)
-    for f in dataclasses.fields(cfg):
-        if f.name in cls.config_keys or f.name == "attention" or getattr(cfg, f.name) == f.default:
-            continue
-        users = [name for name, other in MODELS.items() if f.name in other.config_keys]
-        raise UserError(f"config: model.{f.name} applies to {' and '.join(users) or 'no model type'}, not "
-                        f"{cfg.type}: remove it")
-    if "score" in cls.config_keys:
-        score = score_class(cfg.score)  # an unknown name: one line with the closest registered one
-        if cfg.attn_size is not None and not score.reads_attn_size:
-            readers = [name for name, other in SCORES.items() if other.reads_attn_size]
-            raise UserError(f"config: model.attn_size applies to score {' and '.join(readers)}, not {cfg.score}: "
-                            "remove it")
-    if cfg.input_feeding and cfg.decoder != "luong":
-        raise UserError("config: model.input_feeding applies to decoder luong, not bahdanau: remove it or set "
-                        "model.decoder: luong")
-
-
 @dataclass
 class Config:
     """A whole training run."""
 
     name: str = "model"
     data: DataConfig = field(default_factory=DataConfig)
-    model: ModelConfig = field(default_factory=ModelConfig)
+    model: ModelConfig = field(default_factory=_default_model)
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
 
 
-PATH_FIELDS = {"train_src", "train_tgt", "train_tsv", "valid_src", "valid_tgt", "valid_tsv", "test_src", "test_tgt",
-               "align_text_src", "align_text_tgt"}
+PATH_FIELDS = {"train_src", "train_tgt", "train_tsv", "valid_src", "valid_tgt", "valid_tsv", "test_src", "test_tgt"}
+# The keys of data.transforms entries that name files, resolved like the data paths (attnmt/data/transforms.py
+# names every file setting so).
+TRANSFORM_PATH_KEYS = ("src", "tgt", "path")
+
+# Keys that became data transforms (attnmt/data/transforms.py), with their former defaults: a config that
+# sets one is read as the data.transforms entry it became, with a note; at its default it is dropped (every
+# model folder's config.yaml from before lists them all).
+MOVED_KEYS = {"data.synthetic": False, "data.synthetic_train": 20000, "data.synthetic_valid": 500,
+              "data.synthetic_min_len": 4, "data.synthetic_max_len": 60, "data.joined_pairs": 0,
+              "data.join_max_parts": 3, "data.align_text_src": None, "data.align_text_tgt": None,
+              "data.align_text_copies": 1, "data.drop_final_punct": 0.0, "train.guided_alignment.links": None}
+
+
+def _read_moved_keys(raw: dict) -> dict:
+    """``raw`` with the keys of MOVED_KEYS written as the data.transforms entries they became."""
+    train, guided = raw.get("train") if isinstance(raw, dict) else None, None
+    if not isinstance(raw, dict) or not isinstance(raw.get("data", {}), dict) or not isinstance(train or {}, dict):
+        return raw  # the builder names what is wrong
+    raw = {**raw, "data": dict(raw.get("data") or {})}
+    if isinstance((train or {}).get("guided_alignment"), dict):
+        raw["train"] = {**train, "guided_alignment": (guided := dict(train["guided_alignment"]))}
+    old = {}
+    for key, default in MOVED_KEYS.items():
+        node, name = raw["data"] if key.startswith("data.") else guided, key.rsplit(".", 1)[1]
+        if isinstance(node, dict) and name in node and (value := node.pop(name)) != default:
+            old[key] = value
+    if not old:
+        return raw
+    if raw["data"].get("transforms"):
+        raise UserError(f"config: {', '.join(old)} and data.transforms are both given; write them all as "
+                        "data.transforms entries (docs/guide.md, Data transforms)")
+    v = {key.rsplit(".", 1)[1]: old.get(key, default) for key, default in MOVED_KEYS.items()}
+    raw["data"]["transforms"] = [entry for entry, on in (
+        ({"name": "synthetic", "train": v["synthetic_train"], "valid": v["synthetic_valid"],
+          "min_len": v["synthetic_min_len"], "max_len": v["synthetic_max_len"]}, v["synthetic"]),
+        ({"name": "joined_pairs", "count": v["joined_pairs"], "max_parts": v["join_max_parts"]}, v["joined_pairs"]),
+        ({"name": "align_text", "src": v["align_text_src"], "tgt": v["align_text_tgt"],
+          "copies": v["align_text_copies"]}, v["align_text_src"] or v["align_text_tgt"]),
+        ({"name": "drop_final_punct", "fraction": v["drop_final_punct"]}, v["drop_final_punct"]),
+        ({"name": "links", "path": v["links"]}, v["links"])) if on]
+    written = ", ".join("{" + ", ".join(f"{k}: {x}" for k, x in e.items()) + "}" for e in raw["data"]["transforms"])
+    print(f"note: {', '.join(old)} is written data.transforms: [{written}] now", file=sys.stderr)
+    return raw
 
 
 def config_from_dict(raw: dict, base_dir: Path | None = None) -> Config:
     """Validate a plain dict (as read from YAML) into a Config; resolve relative data paths."""
-    config = build(Config, raw, "")
+    config = build(Config, _read_moved_keys(raw), "")
     if base_dir is not None:
         for name in PATH_FIELDS:
             value = getattr(config.data, name)
@@ -417,23 +419,29 @@ def config_from_dict(raw: dict, base_dir: Path | None = None) -> Config:
                     entry[key] = str((base_dir / Path(entry[key]).expanduser()).resolve())
         if config.data.store_dir is not None and not Path(config.data.store_dir).expanduser().is_absolute():
             config.data.store_dir = str((base_dir / Path(config.data.store_dir).expanduser()).resolve())
-        guided = config.train.guided_alignment
-        if guided.links is not None and not Path(guided.links).expanduser().is_absolute():
-            guided.links = str((base_dir / Path(guided.links).expanduser()).resolve())
+        for entry in config.data.transforms:
+            for key in TRANSFORM_PATH_KEYS:
+                value = entry.get(key)
+                if isinstance(value, str) and value and not Path(value).expanduser().is_absolute():
+                    entry[key] = str((base_dir / Path(value).expanduser()).resolve())
     _check_guidance(config)
     return config
 
 
+def is_guided(config: Config) -> bool:
+    """Whether the model trains (or was trained) with guided alignment: its data carries word links
+    (the data transform {name: links, path: FILE})."""
+    return any(isinstance(entry, dict) and entry.get("name") == "links" for entry in config.data.transforms)
+
+
 def _check_guidance(config: Config) -> None:
     guided = config.train.guided_alignment
-    if guided.links is None:
+    if not is_guided(config):
         return
-    from attnmt.models.registry import model_class
-
-    model = model_class(config.model.type)
+    model = type(config.model).model_class  # its capabilities (has_attention, ...), set by register_model
     if not model.has_attention:
         raise UserError(f"config: train.guided_alignment supervises attention, and a {config.model.type} model has "
-                        "none; use model.type rnnsearch or transformer, or remove train.guided_alignment.links")
+                        "none; use model.type rnnsearch or transformer, or remove the links transform")
     if guided.full_context and not model.has_full_context:
         raise UserError(f"config: train.guided_alignment.full_context needs a decoder that can see the whole target "
                         f"at once; a {config.model.type} model reads it left to right: use model.type transformer, "
@@ -462,7 +470,17 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
     try:
         return config_from_dict(raw, base_dir=path.resolve().parent)
     except UserError as e:
-        raise UserError(f"{path}: {e}") from None
+        raise UserError(_blame(str(e), path, overrides or [])) from None
+
+
+def _blame(message: str, path: Path, overrides: list[str]) -> str:
+    """The message, prefixed with where its key came from: the `--set` that gave it, else the config file."""
+    subject = message.split(";")[0]  # what is wrong, before any suggestion of what to write instead
+    for item in reversed(overrides):
+        key = item.split("=", 1)[0].strip()
+        if f"unknown key '{key}'" in subject or re.search(rf"(?<![\w.]){re.escape(key)}=", subject):
+            return f"--set {item}: {message.removeprefix('config: ')}"
+    return f"{path}: {message}"
 
 
 def save_config(config: Config, path: Path) -> None:

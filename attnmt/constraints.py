@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from attnmt.data.vocab import EOS_ID
 from attnmt.errors import UserError
+from attnmt.special import EOS_ID
 
 __all__ = ["check_constraints", "min_lengths", "apply_constraints"]
 

@@ -93,5 +93,5 @@ def load_ensemble(model_dirs: Sequence[str | Path], checkpoint: str = "best", de
     ensemble = Ensemble([t.model for t in translators], weights).eval()
     translator = Translator(ensemble, first.src, first.tgt, first.config)
     translator.model_dir = first.model_dir
-    translator.members = translators  # word alignments read each member's attention (Translator.align)
+    translator.members = translators  # word alignments read each member's attention (attnmt.align.align_translations)
     return translator

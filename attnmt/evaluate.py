@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from sacrebleu.metrics import BLEU, CHRF, TER
@@ -118,9 +119,10 @@ def length_edges(
 ) -> list[int]:
     """Bucket edges covering ``lengths``: buckets are ``[edges[k], edges[k+1])``.
 
-    By default the buckets are ``width`` wide and aligned to multiples of it (0-9, 10-19, ...),
-    as in Bahdanau et al. (2014), Figure 2. With ``n_buckets`` the range from the shortest to the
-    longest length is cut into that many equal integer-width buckets instead.
+    By default the buckets are ``width`` wide and aligned to multiples of it (1-9, 10-19, ...),
+    as in Bahdanau et al. (2014), Figure 2; the first starts at 1, not 0, when no length is 0 (a
+    sentence has at least one token), so that its label says what it holds. With ``n_buckets`` the
+    range from the shortest to the longest length is cut into that many equal integer-width buckets instead.
     """
     if not lengths:
         raise ValueError("no lengths to bucket")
@@ -134,7 +136,10 @@ def length_edges(
         raise ValueError(f"bucket width must be >= 1, got {width}")
     first = shortest // width * width
     last = longest // width * width + width
-    return list(range(first, last + 1, width))
+    edges = list(range(first, last + 1, width))
+    if edges[0] == 0 and shortest > 0:
+        edges[0] = 1
+    return edges
 
 
 def _bucket_of(length: int, edges: Sequence[int]) -> int:
@@ -309,6 +314,8 @@ class EvaluationReport:
     ter_signature: str = ""
     sampling: str | None = None  # how the translations were sampled (attnmt.sampling.Sampling), if they were
     length_unit: str = "tokens"  # what the buckets count: "tokens" of the model's source tokenizer, or "words"
+    output: str | None = None  # the file the hypotheses were written to (write_hypotheses), if any
+    n_best: int = 1  # hypotheses per sentence in that file
 
     def render(self) -> str:
         ter = [] if self.ter is None else [f"TER  = {self.ter:.2f}   ({self.ter_signature})"]
@@ -318,6 +325,8 @@ class EvaluationReport:
             f"BLEU = {self.scores.bleu:.2f}   ({self.scores.bleu_signature})",
             f"chrF = {self.scores.chrf:.2f}   ({self.scores.chrf_signature})",
             *ter,
+            *([f"hypotheses: {self.output}" + (f" ({self.n_best} per sentence)" if self.n_best > 1 else "")]
+              if self.output else []),
             "",
             "BLEU by source length (" + ("words of the source line" if self.length_unit == "words" else
                                          "tokens of the model's source tokenizer") + "):",
@@ -343,10 +352,23 @@ def check_length_edges(edges: Sequence[int] | None, lengths: Sequence[int], unit
                         f"give edges from at most {min(lengths)} to above {max(lengths)}")
 
 
+def write_hypotheses(path: str | Path, translations: Sequence, n_best: int = 1) -> None:
+    """The translations, one detokenized line per sentence; with ``n_best`` > 1, every hypothesis as
+    ``i ||| text ||| score`` (``i`` the sentence from 0, best first; ``score`` the search's, a log
+    probability after the length penalty), the format of ``attnmt translate --n-best`` and fairseq's."""
+    with open(path, "w", encoding="utf-8") as f:
+        for i, tr in enumerate(translations):
+            if n_best > 1:
+                f.writelines(f"{i} ||| {option.text} ||| {option.score:.4f}\n" for option in tr.n_best or [tr])
+            else:
+                f.write(tr.text + "\n")
+
+
 def evaluate_translator(translator, src_path, ref_path, beam: int | None = None, tokenize: str = "13a",
                         lowercase: bool = False, workers: int = 1,
                         stopping: str | None = None, length_unit: str = "tokens",
                         length_edges: Sequence[int] | None = None, bootstrap: int = 0,
+                        output: str | Path | None = None, n_best: int = 1,
                         **options) -> EvaluationReport:
     """Translate a test set with a loaded model and score it against the references.
 
@@ -355,6 +377,8 @@ def evaluate_translator(translator, src_path, ref_path, beam: int | None = None,
     from the data when ``length_edges`` is None), each with a percentile bootstrap interval from
     ``bootstrap`` resamples when it is above 0. ``workers``, ``stopping`` and ``options``
     (min_len, no_repeat_ngram, max_len, sampling): as in :meth:`attnmt.translator.Translator.translate`.
+    ``output``: also write the hypotheses there (:func:`write_hypotheses`, ``n_best`` per sentence);
+    the scores are those of the best one.
     """
     import time
 
@@ -373,12 +397,15 @@ def evaluate_translator(translator, src_path, ref_path, beam: int | None = None,
         lengths = [max(len(s.split()), 1) for s in sources]
         check_length_edges(length_edges, lengths, length_unit, src_path)
     started = time.perf_counter()
-    translations = translator.translate(sources, beam=beam, workers=workers, stopping=stopping, **options)
+    translations = translator.translate(sources, beam=beam, n_best=n_best, workers=workers, stopping=stopping,
+                                        **options)
     seconds = time.perf_counter() - started
     hypotheses = [t.text for t in translations]
     if length_unit == "tokens":
         lengths = [max(len(t.src_tokens), 1) for t in translations]
         check_length_edges(length_edges, lengths, length_unit, src_path)
+    if output is not None:  # once nothing can fail: a refused run leaves no file behind
+        write_hypotheses(output, translations, n_best)
     return EvaluationReport(
         scores=corpus_scores(hypotheses, references, tokenize=tokenize, lowercase=lowercase),
         buckets=bleu_by_length(lengths, hypotheses, references, edges=length_edges, tokenize=tokenize,
@@ -389,4 +416,6 @@ def evaluate_translator(translator, src_path, ref_path, beam: int | None = None,
         **dict(zip(("ter", "ter_signature"), corpus_ter(hypotheses, references, lowercase=lowercase))),
         sampling=None if options.get("sampling") is None else str(options["sampling"]),
         length_unit=length_unit,
+        output=None if output is None else str(output),
+        n_best=n_best,
     )

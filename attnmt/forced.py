@@ -16,8 +16,8 @@ import torch
 from torch import Tensor, nn
 
 from attnmt.data.batching import Batch, collate, token_batches
-from attnmt.data.vocab import EOS_ID
 from attnmt.models.protocols import TranslationModel
+from attnmt.special import EOS_ID
 
 
 @contextmanager

@@ -24,18 +24,23 @@ rows carries ``G_t``, the same choice as ``attnmt align --method`` makes when re
   which the causal decoder computes exactly as from ``<s> y``.
 
 Links file: 0-based Pharaoh ``i-j`` per line, line-aligned with the training corpus
-(``benchmarks/alignment.py prepare`` makes one with eflomal).
+(``benchmarks/alignment.py prepare`` makes one with eflomal), given as the data transform
+``{name: links, path: FILE}``. The data layer carries each pair's origin and the links by corpus
+line (attnmt/data/transforms.py); `Guidance` turns a batch's pairs into piece links as the
+training loop asks for them, the same way for pairs in memory and pairs of a token store.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 from torch import Tensor
 
-from attnmt.align.links import Link, read_links
-from attnmt.data.augment import join_links
+from attnmt.config import Config
+from attnmt.data.links import Link
+from attnmt.data.transforms import links_transform, pair_links
 from attnmt.errors import UserError
 
 # Guidance of one training pair: for each target piece, the source pieces it is linked to.
@@ -53,39 +58,56 @@ def piece_links(links: set[Link], src_word_ids: Sequence[int], tgt_word_ids: Seq
     return [sorted(set(linked.get(word, []))) for word in tgt_word_ids]
 
 
-def load_guidance(links_path: str, corpus_pairs: Sequence[tuple[str, str]], train_src: Sequence[str],
-                  train_tgt: Sequence[str], src_proc, tgt_proc,
-                  joined: dict | None = None) -> tuple[list[PieceLinks | None], dict]:
-    """The guidance of each training pair, found by its text among ``corpus_pairs`` (the corpus as
-    read, line-aligned with the links file), so that held-out and filtered pairs need no bookkeeping.
-    A pair of ``joined`` (joined pair -> its parts, data.joined_pairs) gets its parts' links joined.
-    Other pairs not in the corpus file (augmented copies) get None: no guidance.
-    """
-    links = read_links(links_path, corpus_pairs)
-    by_text: dict[tuple[str, str], set[Link]] = {}
-    for pair, pair_links in zip(corpus_pairs, links):
-        by_text.setdefault(pair, pair_links)
-    for pair, parts in (joined or {}).items():
-        parts_links = [by_text.get(part) for part in parts]
-        if all(part_links is not None for part_links in parts_links):
-            by_text.setdefault(pair, join_links(parts, parts_links))
-    guidance: list[PieceLinks | None] = []
-    stats = {"guided": 0, "unguided": 0, "links": 0}
-    for src, tgt in zip(train_src, train_tgt):
-        found = by_text.get((src, tgt))
-        if found is None:
-            guidance.append(None)
-            stats["unguided"] += 1
-            continue
-        src_w = src_proc.tokenizer.word_ids(src_proc.tokens(src))
-        tgt_w = tgt_proc.tokenizer.word_ids(tgt_proc.tokens(tgt))
-        if max(src_w, default=-1) + 1 != len(src.split()) or max(tgt_w, default=-1) + 1 != len(tgt.split()):
-            raise UserError(f"train.guided_alignment: the tokenizer's words of {src[:40]!r} / {tgt[:40]!r} differ "
-                            "from its whitespace words; guided alignment needs a subword tokenizer (bpe, unigram)")
-        guidance.append(piece_links(found, src_w, tgt_w))
-        stats["guided"] += 1
-        stats["links"] += len(found)
-    return guidance, stats
+class Guidance:
+    """The guidance of a training set's pairs, for the indices of a batch: each pair's word links (its
+    origin's lines' links, attnmt/data/transforms.py) as piece links of its token ids."""
+
+    def __init__(self, data, src_proc, tgt_proc):
+        self.data, self.src_proc, self.tgt_proc = data, src_proc, tgt_proc
+        self.text = getattr(data, "src_text", None) is not None  # pairs in memory: their text is checked
+
+    def __call__(self, indices: Sequence[int]) -> list[PieceLinks | None]:
+        return [self.pair(i) for i in indices]
+
+    def pair(self, i: int) -> PieceLinks | None:
+        links = pair_links(self.data.origins[i], self.data.links)
+        if links is None:
+            return None
+        src_w = self.src_proc.tokenizer.word_ids(self.src_proc.vocab.decode(self.data.src_ids[i]))
+        tgt_w = self.tgt_proc.tokenizer.word_ids(self.tgt_proc.vocab.decode(self.data.tgt_ids[i]))
+        n_src, n_tgt = max(src_w, default=-1) + 1, max(tgt_w, default=-1) + 1
+        if self.text:
+            src, tgt = self.data.src_text[i], self.data.tgt_text[i]
+            wrong = n_src != len(src.split()) or n_tgt != len(tgt.split())
+            what = f"of {src[:40]!r} / {tgt[:40]!r}"
+        else:
+            wrong = any(a >= n_src or b >= n_tgt for a, b in links)
+            what = f"of training pair {i} of the store (corpus lines {[p[0] + 1 for p in self.data.origins[i]]})"
+        if wrong:
+            raise UserError(f"train.guided_alignment: the tokenizer's words {what} differ from the whitespace words "
+                            "its links count; guided alignment needs a subword tokenizer (bpe, unigram)")
+        return piece_links(links, src_w, tgt_w)
+
+    def stats(self) -> dict:
+        """How many pairs are guided, how many not, and their links."""
+        origins, per_line = self.data.origins, np.array([len(links) for links in self.data.links], dtype=np.int64)
+        if hasattr(origins, "lines"):  # a store: the corpus pairs' lines as an array, the added pairs apart
+            plain = origins.lines()
+            added = [pair_links(o, self.data.links) for o in origins.parts.values()]
+            guided, links = len(plain) + len(added), int(per_line[plain].sum()) + sum(len(j) for j in added)
+        else:
+            found = [pair_links(o, self.data.links) for o in origins]
+            guided, links = sum(f is not None for f in found), sum(len(f) for f in found if f is not None)
+        return {"guided": guided, "unguided": len(origins) - guided, "links": links}
+
+
+def make_guidance(config: Config, data, src_proc, tgt_proc, log) -> Guidance | None:
+    """The training data's guidance when it carries word links (the links transform), else None."""
+    if getattr(data, "links", None) is None:
+        return None
+    guidance = Guidance(data, src_proc, tgt_proc)
+    log.event("data", split="train", guided_alignment=links_transform(config.data).path, **guidance.stats())
+    return guidance
 
 
 def guidance_matrix(guidance: Sequence[PieceLinks | None], src_len: int, tgt_len: int,

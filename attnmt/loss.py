@@ -19,11 +19,14 @@ from attnmt.forced import eval_mode, force
 from attnmt.guidance import alignment_loss, guidance_matrix, guided_row_offset
 
 
-def step_loss(trained: nn.Module, batch: Batch, data: ParallelData, config: Config) -> tuple[Tensor, Tensor | None]:
-    """The summed translation loss of a batch and, under guided alignment, the summed alignment loss."""
+def step_loss(trained: nn.Module, batch: Batch, guidance, config: Config) -> tuple[Tensor, Tensor | None]:
+    """The summed translation loss of a batch and, under guided alignment, the summed alignment loss.
+
+    ``guidance``: None, or a callable that gives the piece links of the batch's pairs by their indices
+    (attnmt.guidance.Guidance)."""
     t = config.train
     guided = t.guided_alignment
-    if data.guidance is None or guided.weight == 0:
+    if guidance is None or guided.weight == 0:
         logits, _ = trained(batch.src, batch.src_len, batch.tgt_in)
         return nll_loss(logits, batch.tgt_out, t.label_smoothing), None
     model = getattr(trained, "module", trained)  # under DDP, the wrapped model's capabilities
@@ -37,7 +40,7 @@ def step_loss(trained: nn.Module, batch: Batch, data: ParallelData, config: Conf
     extra = max(offset - 1, 0)
     tgt_in = with_eos_inputs(batch.tgt_in, batch.tgt_len, extra) if extra else batch.tgt_in
     logits, alpha = trained(batch.src, batch.src_len, tgt_in, **(chosen if model.has_heads else {}))
-    G = guidance_matrix([data.guidance[i] for i in batch.index.tolist()], alpha.size(2), alpha.size(1), alpha.device,
+    G = guidance_matrix(guidance(batch.index.tolist()), alpha.size(2), alpha.size(1), alpha.device,
                         offset=offset, extra_rows=extra)
     return nll_loss(logits[:, :batch.tgt_out.size(1)], batch.tgt_out, t.label_smoothing), alignment_loss(alpha, G)
 

@@ -1,18 +1,18 @@
 """A registry: the names a config uses for a choice that users extend, mapped to their code.
 
 attnmt keeps one registry per extensible choice: model types and attention scores
-(:mod:`attnmt.models.registry`) and learning-rate schedulers (:mod:`attnmt.schedulers`). A
+(:mod:`attnmt.models.registry`), learning-rate schedulers (:mod:`attnmt.schedulers`) and data
+transforms (:mod:`attnmt.data.transforms`). A
 registry is a dict with a decorator that adds to it and a lookup whose error names the closest
 registered name, in the one-line style of every config error.
 """
 
 from __future__ import annotations
 
-import difflib
 import importlib
 from typing import Callable, TypeVar
 
-from attnmt.errors import UserError
+from attnmt.errors import UserError, closest
 
 T = TypeVar("T")
 
@@ -42,6 +42,6 @@ class Registry(dict):
             importlib.import_module(self.builtins)
         if name in self:
             return self[name]
-        close = difflib.get_close_matches(str(name), list(self), n=1, cutoff=0.6)
-        hint = f"did you mean {close[0]!r}? " if close else ""
+        close = closest(str(name), list(self))
+        hint = f"did you mean {close!r}? " if close else ""
         raise UserError(f"config: {self.key}={name!r} is unknown; {hint}allowed: {' | '.join(repr(n) for n in self)}")

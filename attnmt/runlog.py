@@ -1,7 +1,8 @@
 """What a training run records and how it is stopped: the JSON-lines log, TensorBoard, signals.
 
-`RunLog` appends one JSON object per event to MODEL_DIR/train_log.jsonl (and scalars to
-TensorBoard); `training_summary` reads a folder's log back; `graceful_stop` turns the first
+`RunLog` appends one JSON object per event to MODEL_DIR/train_log.jsonl (scalars to TensorBoard, and the
+lines a person reads to the terminal and MODEL_DIR/train.log: attnmt/trainlog.py); `training_summary`
+reads a folder's log back; `graceful_stop` turns the first
 SIGINT / SIGTERM into a request to stop after the current step, with a checkpoint.
 """
 
@@ -11,6 +12,7 @@ import json
 import math
 import signal
 import statistics
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,11 +20,16 @@ from pathlib import Path
 
 
 class RunLog:
-    """The machine-readable log (JSON lines), TensorBoard scalars, and nothing global."""
+    """The machine-readable log (JSON lines), TensorBoard scalars, the readable lines, and nothing global.
 
-    def __init__(self, model_dir: Path, tensorboard: bool, enabled: bool = True):
+    console: print the readable lines too (they always go to train.log)."""
+
+    def __init__(self, model_dir: Path, tensorboard: bool, enabled: bool = True, console: bool = False):
+        from attnmt.trainlog import TextLog
+
         self.path = model_dir / "train_log.jsonl"
         self.enabled = enabled
+        self.text = TextLog(model_dir / "train.log", console) if enabled else None
         self.writer = None
         if tensorboard and enabled:
             try:
@@ -43,7 +50,13 @@ class RunLog:
             for key, value in values.items():
                 if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
                     self.writer.add_scalar(f"{kind}/{key}", value, step)
+        self.text.record(record)
         return record
+
+    def say(self, line: str) -> None:
+        """A line for the person watching (terminal and train.log), not an event of the JSON log."""
+        if self.text is not None:
+            self.text.write(line)
 
     def close(self) -> None:
         if self.writer is not None:
@@ -51,9 +64,9 @@ class RunLog:
 
 
 @contextmanager
-def graceful_stop() -> Iterator[dict]:
+def graceful_stop(notice: bool = False) -> Iterator[dict]:
     """First SIGINT/SIGTERM asks the loop to stop after the current step (with a checkpoint);
-    a second SIGINT stops at once."""
+    a second SIGINT stops at once. notice: say so on stderr at the first Ctrl-C."""
     flag = {"stop": False}
     previous = {}
 
@@ -61,6 +74,9 @@ def graceful_stop() -> Iterator[dict]:
         if flag["stop"] and signum == signal.SIGINT:
             raise KeyboardInterrupt
         flag["stop"] = True
+        if notice and signum == signal.SIGINT:
+            print("\nattnmt: stopping after this step, with a checkpoint to --resume from; Ctrl-C again stops at once",
+                  file=sys.stderr, flush=True)
 
     try:
         for sig in (signal.SIGINT, signal.SIGTERM):

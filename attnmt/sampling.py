@@ -26,7 +26,13 @@ from torch import Tensor
 from attnmt.errors import UserError
 from attnmt.search import Hypothesis, left_to_right
 
-__all__ = ["Sampling", "filter_logits", "sample_search"]
+__all__ = ["MAX_SEED", "MAX_TEMPERATURE", "MIN_TEMPERATURE", "Sampling", "filter_logits", "sample_search"]
+
+# Batch b of a translate call draws from a generator seeded with (seed << 20) + b, which must fit
+# torch's 64-bit seed; a temperature outside this range turns the scores into inf or NaN in float32
+# (0.01 is already all but greedy, 100 all but uniform).
+MAX_SEED = 2**44 - 1
+MIN_TEMPERATURE, MAX_TEMPERATURE = 0.01, 100.0
 
 
 @dataclass(frozen=True)
@@ -44,11 +50,11 @@ class Sampling:
         if not 0.0 < self.top_p <= 1.0:
             raise UserError(f"top_p={self.top_p} is out of range; allowed: > 0 and <= 1 (a share of the "
                             "probability mass)")
-        if not (math.isfinite(self.temperature) and self.temperature > 0):
-            raise UserError(f"temperature={self.temperature} is out of range; allowed: > 0 (1 = the model's "
-                            "distribution)")
-        if self.seed < 0:
-            raise UserError(f"seed={self.seed} is out of range; allowed: 0 or more")
+        if not (math.isfinite(self.temperature) and MIN_TEMPERATURE <= self.temperature <= MAX_TEMPERATURE):
+            raise UserError(f"temperature={self.temperature} is out of range; allowed: {MIN_TEMPERATURE} to "
+                            f"{MAX_TEMPERATURE:g} (1 = the model's distribution)")
+        if not 0 <= self.seed <= MAX_SEED:
+            raise UserError(f"seed={self.seed} is out of range; allowed: 0 to {MAX_SEED} (2**44 - 1)")
 
 
 def filter_logits(log_probs: Tensor, sampling: Sampling) -> Tensor:

@@ -38,9 +38,9 @@ from torch import Tensor
 
 from attnmt.config import STOPPING_RULES
 from attnmt.constraints import apply_constraints, check_constraints, min_lengths
-from attnmt.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from attnmt.errors import UserError
 from attnmt.models.protocols import TranslationModel
+from attnmt.special import BOS_ID, EOS_ID, PAD_ID
 
 __all__ = ["Hypothesis", "greedy_search", "beam_search", "left_to_right", "length_penalty_factor",
            "coverage_penalty_term", "max_output_lengths"]

@@ -2,7 +2,8 @@
 
 A model folder holds everything a run produces and everything translation needs:
   config.yaml, the tokenizers and vocabularies ({src,tgt,joint}.*), checkpoints/{best,last}.pt,
-  train_log.jsonl (one JSON object per event) and tensorboard/ (scalars).
+  train_log.jsonl (one JSON object per event), train.log (the lines printed while it trains) and
+  tensorboard/ (scalars).
 
 `train` sets up the process (devices, torchrun, the model folder, the log) and runs a `Trainer`,
 whose `run` is the whole loop in five phases: the epoch's batches, the step, the report, the
@@ -24,16 +25,26 @@ import torch
 from torch import nn
 
 from attnmt.accumulate import Accumulated, accumulate_gradients
-from attnmt.checkpoint import keep_checkpoint, load_checkpoint, load_weights, remove_stale_temporaries, save_checkpoint
+from attnmt.checkpoint import (
+    for_translation,
+    keep_checkpoint,
+    load_checkpoint,
+    load_weights,
+    save_checkpoint,
+)
 from attnmt.config import Config, config_to_dict, save_config
 from attnmt.data.loading import batch_of, load_data, make_batches
 from attnmt.distributed import World, close_world, init_world
 from attnmt.errors import UserError
+from attnmt.finetune import InitFrom, check_init, copy_processors, init_weights
+from attnmt.guidance import make_guidance
 from attnmt.loss import step_loss, validation_loss
+from attnmt.model_folder import open_model_folder
 from attnmt.models import build_model
 from attnmt.optim import EMA, make_optimizer
 from attnmt.runlog import RunLog, graceful_stop
 from attnmt.schedulers import make_scheduler, steps_per_update
+from attnmt.trainlog import BudgetBar, show_bar
 
 
 @dataclass
@@ -49,6 +60,7 @@ class TrainState:
     elapsed_s: float = 0.0
     tgt_tokens: int = 0
     stop_reason: str = ""
+    best_step: int | None = None  # the step of the best validation so far
 
 
 @dataclass
@@ -79,24 +91,6 @@ def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
     return None
 
 
-def prepare_model_dir(model_dir: Path, overwrite: bool, resume: bool) -> None:
-    if resume:
-        if not (model_dir / "checkpoints" / "last.pt").is_file():
-            raise UserError(f"--resume: {model_dir} has no checkpoints/last.pt to resume from; train without --resume")
-        remove_stale_temporaries(model_dir / "checkpoints")
-        return
-    if model_dir.exists() and any(p.name != "store" for p in model_dir.iterdir()) and not overwrite:  # store: prepare
-        raise UserError(f"model folder {model_dir} exists and is not empty; choose another folder, "
-                        "--resume it, or pass --overwrite to replace it")
-    if overwrite and model_dir.exists():
-        for sub in ("checkpoints",):
-            for p in (model_dir / sub).glob("*.pt"):
-                p.unlink()
-        remove_stale_temporaries(model_dir / "checkpoints")
-        (model_dir / "train_log.jsonl").unlink(missing_ok=True)
-    model_dir.mkdir(parents=True, exist_ok=True)
-
-
 def checkpoint_payload(model, optimizer, scheduler, state: TrainState, config: Config, src_vocab: int,
                        tgt_vocab: int) -> dict:
     return {
@@ -111,10 +105,17 @@ def checkpoint_payload(model, optimizer, scheduler, state: TrainState, config: C
 
 
 def train(config: Config, model_dir: str | Path, resume: bool = False, overwrite: bool = False,
-          quiet: bool = False) -> TrainResult:
-    """Train the model a config describes into `model_dir`."""
+          quiet: bool = False, init_from: str | Path | None = None, init_checkpoint: str = "best") -> TrainResult:
+    """Train the model a config describes into `model_dir`. init_from: a trained model folder to start from
+    (its checkpoint `init_checkpoint` and its tokenizers; attnmt/finetune.py). A run that fails before its
+    first checkpoint leaves `model_dir` as it found it (attnmt/model_folder.py)."""
     model_dir = Path(model_dir)
     t = config.train
+    init = InitFrom(Path(init_from), init_checkpoint) if init_from is not None else None
+    if init is not None and resume:
+        raise UserError("--init-from starts a new run from a trained model, --resume continues this folder's run; "
+                        "use one of them")
+    init_path = check_init(config, init, model_dir) if init is not None else None
     world = init_world(t.device)
     try:
         device = torch.device(f"cuda:{world.local_rank}" if t.device == "cuda" and world.distributed else t.device)
@@ -122,22 +123,28 @@ def train(config: Config, model_dir: str | Path, resume: bool = False, overwrite
             # Emulated bfloat16 is hundreds of times slower, and oneDNN has no bfloat16 LSTM without it.
             raise UserError(f"train.precision=bf16: {device} has no bfloat16 hardware (a CPU needs AMX or "
                             "AVX-512-BF16); use train.precision=fp32, or auto to pick bf16 only where it is native")
-        if world.is_main:
-            prepare_model_dir(model_dir, overwrite, resume)
-            if not resume:  # a resumed run rewrites it once its checkpoint has been checked against it
-                save_config(config, model_dir / "config.yaml")
-        world.barrier()
-        torch.manual_seed(t.seed)
-        set_threads(t.threads)
-        log = RunLog(model_dir, t.tensorboard and not quiet, enabled=world.is_main)
+        folder = open_model_folder(model_dir, overwrite, resume) if world.is_main else None
         try:
-            result = Trainer(config, model_dir, resume, quiet or not world.is_main, device, log, world).run()
-            # No process may close its connections while another still writes its last checkpoint or
-            # talks to it: gloo then aborts the other process ("terminate called without an active exception").
+            if world.is_main and not resume:  # a resumed run rewrites it once its checkpoint has been checked
+                save_config(config, model_dir / "config.yaml")
+                if init is not None:
+                    copy_processors(init, model_dir)
             world.barrier()
-            return result
+            torch.manual_seed(t.seed)
+            set_threads(t.threads)
+            log = RunLog(model_dir, t.tensorboard and not quiet, enabled=world.is_main, console=not quiet)
+            try:
+                result = Trainer(config, model_dir, resume, quiet or not world.is_main, device, log, world,
+                                 init_path).run()
+                # No process may close its connections while another still writes its last checkpoint or
+                # talks to it: gloo then aborts the other process ("terminate called without an active exception").
+                world.barrier()
+                return result
+            finally:
+                log.close()
         finally:
-            log.close()
+            if folder is not None:  # without a checkpoint, the folder goes back to how it was
+                folder.settle()
     finally:
         close_world(world)
 
@@ -156,13 +163,21 @@ class Trainer:
     """One training run: build, restore, step, validate, save and stop; `run` is the loop."""
 
     def __init__(self, config: Config, model_dir: Path, resume: bool, quiet: bool, device: torch.device,
-                 log: RunLog, world: World):
+                 log: RunLog, world: World, init_path: Path | None = None):
         self.config, self.t, self.model_dir, self.ckpt_dir = config, config.train, model_dir, model_dir / "checkpoints"
         self.quiet, self.device, self.log, self.world = quiet, device, log, world
         t = self.t
-        self.train_data, self.valid_data, self.src_proc, self.tgt_proc = load_data(config, model_dir, resume, log,
+        reuse = resume or init_path is not None  # the tokenizers in model_dir: its own, or copied from init_from
+        log.say(f"{model_dir}: reading the corpus and {'loading' if reuse else 'training'} the tokenizers")
+        self.train_data, self.valid_data, self.src_proc, self.tgt_proc = load_data(config, model_dir, reuse, log,
                                                                                    world)
-        self.model = build_model(config.model, len(self.src_proc.vocab), len(self.tgt_proc.vocab)).to(device)
+        # guided alignment: the training pairs' word links as the loss asks for them (None: unguided)
+        self.guidance = make_guidance(config, self.train_data, self.src_proc, self.tgt_proc, log)
+        self.model = build_model(config.model, len(self.src_proc.vocab), len(self.tgt_proc.vocab))
+        if init_path is not None:  # before the EMA copies the weights
+            log.event("init", step=0, init_from=str(init_path),
+                      trained_steps=init_weights(self.model, init_path, config.model.type))
+        self.model.to(device)
         # DDP averages gradients over processes; the loss is scaled so that the average equals the
         # gradient of (summed loss / target tokens) over the global batch, as in one process.
         self.trained = nn.parallel.DistributedDataParallel(self.model) if world.distributed else self.model
@@ -175,15 +190,19 @@ class Trainer:
             self.restore()
         log.event("start", step=self.state.step, model=config.model.type,
                   parameters=sum(p.numel() for p in self.model.parameters()), train_pairs=len(self.train_data),
-                  device=str(device), precision="bf16 autocast" if self.amp is not None else "fp32",
-                  config=config_to_dict(config))
+                  valid_pairs=len(self.valid_data) if self.valid_data is not None else 0,
+                  src_vocab=len(self.src_proc.vocab), tgt_vocab=len(self.tgt_proc.vocab),
+                  joint_vocab=self.src_proc is self.tgt_proc, device=str(device),
+                  precision="bf16 autocast" if self.amp is not None else "fp32",
+                  threads=torch.get_num_threads() if device.type == "cpu" else None, model_dir=str(model_dir),
+                  init_from=str(init_path) if init_path is not None else None, config=config_to_dict(config))
 
     def run(self) -> TrainResult:
         """The loop: until a stop reason, take the epoch's steps, report, validate, and ask whether to stop."""
         t, state = self.t, self.state
         self.model.train()
         self.started, self.window = time.perf_counter() - state.elapsed_s, Window()
-        with graceful_stop() as signals, self.progress_bar() as progress:
+        with graceful_stop(notice=not self.quiet) as signals, self.progress_bar() as progress:
             while not state.stop_reason:
                 for inner in self.epoch_steps():  # 1. the epoch's batches, from where a resumed run stopped
                     step = self.step(inner)  # 2. forward, backward and one update (None: a skipped step)
@@ -205,8 +224,17 @@ class Trainer:
                 self.save("last")  # at once (a kill may follow), and no validation that --resume would not redo
             elif state.step % t.valid_every != 0 or not self.history:
                 self.validate()
-        self.log.event("end", step=state.step, epoch=state.epoch, reason=state.stop_reason, elapsed_s=state.elapsed_s)
+        self.log.event("end", step=state.step, epoch=state.epoch, reason=state.stop_reason, elapsed_s=state.elapsed_s,
+                       model_dir=str(self.model_dir), validated=self.valid_data is not None, **self.best())
         return TrainResult(self.model_dir, state, self.history)
+
+    def best(self) -> dict:
+        """The best validation so far, by train.early_stopping_metric, for the log; {} before the first."""
+        state, metric = self.state, self.t.early_stopping_metric
+        value = state.best_valid_loss if metric == "loss" else state.best_valid_score
+        if not math.isfinite(value):
+            return {}
+        return {"best_metric": metric, "best_value": value, "best_step": state.best_step}
 
     def elapsed_s(self) -> float:
         """The training time so far, the same in every process (their mean), for a wall-time schedule."""
@@ -227,7 +255,7 @@ class Trainer:
         t, state = self.t, self.state
         self.optimizer.zero_grad(set_to_none=True)
         step = accumulate_gradients(self.trained, inner,
-                                    lambda b: step_loss(self.trained, b, self.train_data, self.config),
+                                    lambda b: step_loss(self.trained, b, self.guidance, self.config),
                                     self.world, t.guided_alignment.weight, self.amp, self.device.type)
         state.batch_in_epoch += self.world.size * t.accum_steps
         if not step.finite:  # every process skips together, or the others would wait for its gradients
@@ -264,16 +292,17 @@ class Trainer:
         w.loss += self.world.sum(step.loss_sum.item())
         if step.align_sum is not None:
             w.align += self.world.sum(step.align_sum.item())
-        if progress is not None:
-            progress.update(1)
         if state.step % self.t.log_every:
+            if progress is not None:
+                progress.update(state.step, state.elapsed_s)
             return
-        extra = {"align_loss": w.align / max(w.tokens, 1)} if self.train_data.guidance else {}
+        extra = {"align_loss": w.align / max(w.tokens, 1)} if self.guidance is not None else {}
         record = self.log.event("train", step=state.step, loss=w.loss / max(w.tokens, 1),
                                 tgt_tokens_per_s=w.tokens / max(time.perf_counter() - w.start, 1e-9),
-                                lr=self.optimizer.param_groups[0]["lr"], epoch=state.epoch, **extra)
+                                lr=self.optimizer.param_groups[0]["lr"], epoch=state.epoch,
+                                elapsed_s=round(state.elapsed_s, 3), **extra)
         if progress is not None:
-            progress.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tgt_tokens_per_s']:.0f}")
+            progress.update(state.step, state.elapsed_s, loss=f"{record['loss']:.3f}")
         self.window = Window()
 
     def stop_reason(self, signals: dict) -> str:
@@ -309,7 +338,8 @@ class Trainer:
             if not steps_per_update(self.scheduler) and self.scheduler is not None:
                 self.scheduler.step(record["loss"])
             record["lr"] = self.optimizer.param_groups[0]["lr"]
-            self.log.event("valid", step=state.step, **record)
+            self.log.event("valid", step=state.step, **record, **self.best(),
+                           saved=["best", "last"] if improved else ["last"])
             if improved:  # best first: killed in between, the resumed run redoes this validation
                 self.save("best")
             self.save("last")
@@ -344,7 +374,7 @@ class Trainer:
         loss = record["loss"]
         improved = loss < state.best_valid_loss if metric == "loss" else record[metric] > state.best_valid_score
         if improved:
-            state.best_valid_loss, state.bad_validations = loss, 0
+            state.best_valid_loss, state.bad_validations, state.best_step = loss, 0, state.step
             if metric != "loss":
                 state.best_valid_score = record[metric]
         else:
@@ -360,10 +390,10 @@ class Trainer:
         if self.ema is not None:
             payload["ema"] = self.ema.state_dict()
             if name == "best":  # the averaged weights that were validated, loadable with --checkpoint ema
-                save_checkpoint({"model_type": self.config.model.type, "model": self.ema.weights_like(self.model),
-                                 "vocab_sizes": payload["vocab_sizes"], "train_state": payload["train_state"]},
+                save_checkpoint(for_translation({**payload, "model": self.ema.weights_like(self.model)}),
                                 self.ckpt_dir / "ema.pt")
-        save_checkpoint(payload, self.ckpt_dir / f"{name}.pt")
+        # last.pt: everything --resume needs; best.pt: what translating needs, without the optimizer's state
+        save_checkpoint(payload if name == "last" else for_translation(payload), self.ckpt_dir / f"{name}.pt")
         if name == "last" and self.t.keep_checkpoints:
             keep_checkpoint(payload, self.ckpt_dir, self.state.step, self.t.keep_checkpoints)
 
@@ -395,14 +425,15 @@ class Trainer:
 
     @contextlib.contextmanager
     def progress_bar(self):
-        if not self.t.progress or self.quiet:
+        """On a terminal: a bar over the budget that binds (steps or seconds), with the log's lines above it."""
+        if not show_bar(self.t.progress, self.quiet) or self.log.text is None:
             yield None
             return
-        from tqdm import tqdm
-
-        bar = tqdm(total=self.t.max_steps, initial=self.state.step, desc=f"train {self.config.model.type}",
-                   unit="step", dynamic_ncols=True, leave=False)
+        bar = BudgetBar(self.t.max_steps, self.t.max_time_s, self.state.step, self.state.elapsed_s,
+                        desc=f"train {self.config.model.type}")
+        self.log.text.bar = bar
         try:
             yield bar
         finally:
+            self.log.text.bar = None
             bar.close()

@@ -14,7 +14,7 @@ from attnmt.checkpoint import checkpoint_path, load_checkpoint, load_weights
 from attnmt.config import STOPPING_RULES, Config, load_config
 from attnmt.data.batching import collate, token_batches
 from attnmt.data.dataset import TextProcessor, load_processors
-from attnmt.errors import UserError
+from attnmt.errors import UserError, closest
 from attnmt.forced import eval_mode
 from attnmt.models import build_model
 from attnmt.parallel import map_in_processes
@@ -50,7 +50,7 @@ class Translation:
     attention: np.ndarray | None  # [len(tgt_tokens) + 1, len(src_tokens)]: one row per output token and </s>
     score: float
     n_best: list["Translation"] = field(default_factory=list)  # all hypotheses, best first (incl. this one)
-    # Word links (0-based source word, output word) when asked for (Translator.align, attnmt.align.extract)
+    # Word links (0-based source word, output word) when asked for (attnmt.align.align_translations)
     alignment: set[tuple[int, int]] | None = None
 
 
@@ -82,27 +82,27 @@ class Translator:
         return bool(getattr(self.model, "has_heads", False))
 
     @torch.inference_mode()
-    def translate(self, sentences: list[str], beam: int | None = None, n_best: int = 1,
-                  length_penalty: float | None = None, batch_tokens: int = 2000,
-                  batch_size: int | None = None, workers: int = 1,
-                  stopping: str | None = None, min_len: int | None = None, no_repeat_ngram: int | None = None,
-                  max_len: int | None = None, sampling: "Sampling | None" = None,
-                  coverage_penalty: float | None = None) -> list[Translation]:
-        """Translate sentences; the result keeps the input order.
+    def translate(self, sentences: str | list[str], beam: int | None = None, n_best: int = 1,
+                  length_penalty: float | None = None, batch_tokens: int = 2000, batch_size: int | None = None,
+                  workers: int = 1, stopping: str | None = None, min_len: int | None = None,
+                  no_repeat_ngram: int | None = None, max_len: int | None = None, sampling: "Sampling | None" = None,
+                  coverage_penalty: float | None = None) -> Translation | list[Translation]:
+        """Translate one sentence (a str: one Translation) or a list of them (a list, in the input's order).
 
         Sentences of similar length are decoded together, at most ``batch_size`` (default
         ``decode.batch_size``) and ``batch_tokens`` source tokens at a time. On a CPU, ``workers`` > 1
         forked processes of one thread each decode the batches in parallel
         (:func:`attnmt.parallel.map_in_processes`); the translations are the same. Forking is the caller's
         choice (``attnmt translate`` and ``evaluate`` pass ``decode.workers``): a threaded server or a
-        training run must not fork. ``stopping``
-        (default ``decode.stopping``): beam search's rule for ending a sentence (:func:`attnmt.search.beam_search`).
-        ``min_len``, ``no_repeat_ngram`` (default ``decode.*``): :mod:`attnmt.constraints`; ``max_len``: a cap on
-        the output length (default ``decode.max_len_cap``). ``sampling`` (:class:`attnmt.sampling.Sampling`):
-        draw ``n_best`` samples per sentence instead of searching (no beam), seeded per batch.
+        training run must not fork. ``stopping`` (default ``decode.stopping``): beam search's rule for ending a
+        sentence (:func:`attnmt.search.beam_search`). ``min_len``, ``no_repeat_ngram`` (default ``decode.*``):
+        :mod:`attnmt.constraints`; ``max_len``: a cap on the output length (default ``decode.max_len_cap``).
+        ``sampling`` (:class:`attnmt.sampling.Sampling`): draw ``n_best`` samples per sentence instead of
+        searching (no beam), seeded per batch.
         ``length_penalty``, ``coverage_penalty`` (default ``decode.*``): GNMT's alpha and beta
         (:mod:`attnmt.search`); the coverage penalty needs a model with attention and applies to beam search.
         """
+        single, sentences = isinstance(sentences, str), _sentence_list(sentences)
         d = self.config.decode
         extra = self._extra_settings(beam, n_best, min_len, no_repeat_ngram, max_len, sampling)
         extra["coverage_penalty"] = self.coverage_beta(coverage_penalty, sampling)
@@ -141,27 +141,7 @@ class Translator:
             for indices, translations in zip(batches, map_in_processes(decode, len(batches), workers)):
                 for i, translation in zip(indices, translations):
                     results[i] = translation
-        return results  # type: ignore[return-value]
-
-    def align(self, translations: list[Translation], method: str | None = None, threshold: float = 0.5,
-              layer: int | None = None, head: int | None = None, reverse: "Translator | None" = None,
-              symmetrization: str | None = None) -> list[Translation]:
-        """Fill each translation's ``alignment``: word links between the source's whitespace words and
-        the output's, read off the attention of a teacher-forced pass over the output
-        (:func:`attnmt.align.align_pairs`; the same methods and symmetrization as ``attnmt align``;
-        ``method`` None: the model's own, ``shift`` for a model guided on that row, else ``argmax``).
-        An ensemble aligns with the mean of its members' attention, as ``attnmt align --model A --model B``;
-        ``reverse`` may be a translator, an ensemble's, or a list of translators."""
-        from attnmt.align import align_pairs
-
-        todo = [t for t in translations if t.source.split() and t.text.split()]
-        found = align_pairs(self, [t.source for t in todo], [t.text for t in todo], method, threshold, layer, head,
-                            reverse, symmetrization)
-        for t in translations:
-            t.alignment = set()
-        for t, links in zip(todo, found):
-            t.alignment = links
-        return translations
+        return results[0] if single else results  # type: ignore[return-value]
 
     def _extra_settings(self, beam, n_best, min_len, no_repeat_ngram, max_len, sampling) -> dict:
         """The search settings beyond beam and n-best, checked: constraints, the length cap, sampling."""
@@ -218,6 +198,21 @@ class Translator:
                            attention, float(hyp.score))
 
 
+def _sentence_list(sentences) -> list[str]:
+    """``sentences`` as a list of str: one str becomes a list of one; anything else is a TypeError that says
+    what to pass (a str is a sequence of characters: without this, each character would be translated)."""
+    if isinstance(sentences, str):
+        return [sentences]
+    if not isinstance(sentences, (list, tuple)):
+        raise TypeError(f"translate() takes a sentence (str) or a list of sentences, not {type(sentences).__name__}"
+                        + ("; decode the bytes first" if isinstance(sentences, (bytes, bytearray)) else
+                           "; pass list(...) of it" if hasattr(sentences, "__iter__") else ""))
+    for i, sentence in enumerate(sentences):
+        if not isinstance(sentence, str):
+            raise TypeError(f"translate(): sentence {i} is of type {type(sentence).__name__}, not str")
+    return list(sentences)
+
+
 def _check_decoding(beam: int, n_best: int, workers: int, stopping: str) -> None:
     if not 1 <= beam <= 100:
         raise UserError(f"beam={beam} is out of range; allowed: 1 to 100")
@@ -242,6 +237,14 @@ def _decoding_batches(src_ids: list[list[int]], batch_tokens: int, max_sentences
 
 def model_config(model_dir: Path):
     """The config.yaml of a model folder written by `attnmt train`; a UserError if there is none."""
+    if not model_dir.is_dir():
+        parent = model_dir.parent
+        names = [p.name for p in parent.iterdir() if p.is_dir()] if parent.is_dir() else []
+        near = closest(model_dir.name, names)
+        hint = (f"did you mean {parent / near}?" if near else
+                f"{parent} holds {', '.join(sorted(names)[:8])}" if names else
+                "pass the folder that `attnmt train` wrote")
+        raise UserError(f"no such folder: {model_dir}; {hint}")
     if not (model_dir / "config.yaml").is_file():
         raise UserError(f"{model_dir} is not an attnmt model folder (no config.yaml); pass the folder that "
                         "`attnmt train` wrote")

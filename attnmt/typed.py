@@ -10,7 +10,6 @@ allowed, a value out of range with its bounds.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import types
 import typing
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import Any, Literal
 
 import yaml
 
-from attnmt.errors import UserError
+from attnmt.errors import UserError, closest
 
 
 def check_range(key: str, value: Any, low: Any, high: Any, inclusive_low: bool = True) -> None:
@@ -94,9 +93,9 @@ def build_value(tp: Any, value: Any, key: str) -> Any:
     """Validate one value against its annotation; sections become dataclass instances."""
     section = _optional_section(tp)
     if section is not None:
-        return None if value is None else build(section, value, f"{key}.")
+        return None if value is None else build_section(section, value, f"{key}.")
     if dataclasses.is_dataclass(tp):
-        return build(tp, value or {}, f"{key}.")
+        return build_section(tp, value or {}, f"{key}.")
     if tp is dict or typing.get_origin(tp) is dict:
         if not isinstance(value, dict):
             raise UserError(f"config: {key} must be a mapping of keys to values, got {value!r}")
@@ -107,6 +106,13 @@ def build_value(tp: Any, value: Any, key: str) -> Any:
         (item_type,) = typing.get_args(tp)
         return [build_value(item_type, item, f"{key}[{n}]") for n, item in enumerate(value)]
     return coerce(key, value, tp)
+
+
+def build_section(cls: type, raw: Any, prefix: str) -> Any:
+    """A nested section: built by the class's own ``from_raw(raw, prefix)`` where it has one (a section
+    whose keys depend on a value in it, as the model section's on model.type), else by :func:`build`."""
+    from_raw = getattr(cls, "from_raw", None)
+    return from_raw(raw, prefix) if from_raw is not None else build(cls, raw, prefix)
 
 
 def build(cls: type, raw: Any, prefix: str = "") -> Any:
@@ -120,9 +126,8 @@ def build(cls: type, raw: Any, prefix: str = "") -> Any:
     for key, value in raw.items():
         full = f"{prefix}{key}"
         if key not in names:
-            alias = ALIASES.get(str(key))
-            close = [alias] if alias in names else difflib.get_close_matches(str(key), names, n=1, cutoff=0.6)
-            hint = f"; did you mean '{prefix}{close[0]}'?" if close else f"; valid keys: {', '.join(names)}"
+            close = closest(str(key), names, ALIASES)
+            hint = f"; did you mean '{prefix}{close}'?" if close else f"; valid keys: {', '.join(names)}"
             raise UserError(f"config: unknown key '{full}'{hint}")
         kwargs[key] = build_value(hints[key], value, full)
     return cls(**kwargs)
@@ -161,7 +166,7 @@ def read_yaml(path: Path, kind: str = "config", missing: str | None = None) -> A
     that does not exist.
     """
     if not path.is_file():
-        raise UserError(missing or f"config file not found: {path}; pass the path of a YAML config (see configs/)")
+        raise UserError(missing or f"config file not found: {path}; pass the path of a YAML config (see recipes/)")
     try:
         return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.constructor.ConstructorError as e:

@@ -2,7 +2,7 @@
 
     python -m benchmarks.accumulation [--updates 40] [--exact-updates 20] [--multi30k ../shared/data/multi30k]
 
-configs/multi30k_de_en_transformer.yaml trained from one seed (so from the same initial weights) for a
+recipes/multi30k/de_en_transformer.yaml trained from one seed (so from the same initial weights) for a
 fixed number of updates, once with ``train.batch_tokens=2048 train.accum_steps=4`` and once with
 ``train.batch_tokens=8192 train.accum_steps=1``, each on one thread, the two runs side by side;
 ``train.log_every=1`` logs every update's loss (train_log.jsonl: the summed label-smoothed loss of
@@ -33,7 +33,7 @@ from pathlib import Path
 from benchmarks.common import write_result
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIG = ROOT / "configs" / "multi30k_de_en_transformer.yaml"
+CONFIG = ROOT / "recipes" / "multi30k" / "de_en_transformer.yaml"
 SMALL, ACCUM = 2048, 4
 
 

@@ -4,7 +4,7 @@ effect, and the attention figures.
     python -m benchmarks.chinese --model "900 s=models/zh_900" --model "2700 s=models/zh_2700" \
         [--figures docs/img] [--out benchmarks/results/tatoeba_zh_en.json]
 
-For each model folder (trained with configs/tatoeba_zh_en_rnnsearch.yaml, which holds its test pairs
+For each model folder (trained with recipes/chinese/zh_en_rnnsearch.yaml, which holds its test pairs
 out into the folder): the translations of the sample sentences below (beam from the config); the
 held-out test set scored as it is and with each source's final punctuation removed (sacreBLEU 13a,
 beam from the config), with the number of outputs that say one word twice in a row. With --figures,

@@ -10,9 +10,9 @@ machine's speed varies between runs):
   matrix of a batch of 100 pairs;
 * training steps, seconds per step from the training log after the first 50: the study's seq2seq
   (Tatoeba fra-eng; it has no dropout and no guidance, so only the loss differs) and the guided
-  alignment Transformer (configs/align_en_fr_transformer_guided_shift.yaml, weight 1.0), each trained
-  the plain way, then attnmt's. They need ../shared/data/tatoeba and data/align_enfr (`python -m
-  benchmarks.alignment prepare --with-gold-text`); a part whose data is absent is skipped, and says so.
+  alignment Transformer (recipes/alignment_hansards/guided_en_fr.yaml), each trained the plain way, then
+  attnmt's. They need ../shared/data/tatoeba and data/align_enfr (`python -m benchmarks.alignment prepare`,
+  recipes/alignment_hansards/README.md); a part whose data is absent is skipped, and says so.
 
     python -m benchmarks.cpu_training          # -> benchmarks/results/cpu_training.json
 """
@@ -151,11 +151,15 @@ train: {{batch_tokens: 2000, lr: 0.004, valid_bleu_sample: 0, precision: auto}}
 
 def transformer_steps(steps: int, work: Path) -> dict | str:
     if not ALIGN_DATA.is_file():
-        return f"skipped: {ALIGN_DATA} is absent (python -m benchmarks.alignment prepare --with-gold-text)"
-    config = ROOT / "configs" / "align_en_fr_transformer_guided_shift.yaml"
+        return f"skipped: {ALIGN_DATA} is absent (python -m benchmarks.alignment prepare --gold-dir DIR)"
+    import yaml
+
+    config = ROOT / "recipes" / "alignment_hansards" / "guided_en_fr.yaml"
+    transforms = [t for t in yaml.safe_load(config.read_text(encoding="utf-8"))["data"]["transforms"]
+                  if t["name"] != "joined_pairs"]  # the recipe's data without its joined pairs
+    no_joined = "data.transforms=" + yaml.safe_dump(transforms, default_flow_style=True, width=10 ** 6).strip()
     return {"steps": steps, "config": str(config.relative_to(ROOT)), "guidance_weight": 1.0,
-            **train_both_ways(config, [f"train.max_steps={steps}", "train.guided_alignment.weight=1.0",
-                                                "data.joined_pairs=0"],
+            **train_both_ways(config, [f"train.max_steps={steps}", "train.guided_alignment.weight=1.0", no_joined],
                               work / "transformer")}
 
 

@@ -6,7 +6,8 @@
 Each model folder decodes the source file with beam search at every (alpha, beta) of the grid
 (``attnmt translate --length-penalty ALPHA --coverage-penalty BETA``); each cell records sacreBLEU
 (13a) and the output/reference length ratio. Made to choose alpha and beta on validation pairs, before
-a test set sees them (studies/real_bottleneck_50_coverage.yaml). A model without attention gets only
+a test set sees them (the alpha 0.3 and beta 0.3 of recipes/bottleneck_enfr/study.yaml, e.g. with
+``--src runs/study-bottleneck_enfr/data/valid.src``). A model without attention gets only
 beta 0. Writes benchmarks/results/<name>.json.
 """
 

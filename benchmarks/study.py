@@ -1,12 +1,14 @@
 """Run `attnmt study CONFIG` and record its numbers, wall time and figures for the docs.
 
-    python -m benchmarks.study studies/synthetic.yaml [--retrain] [--jobs N] [--figures DIR] [--study-out DIR]
+    python -m benchmarks.study recipes/synthetic/synthetic.yaml [--retrain] [--jobs N] [--figures DIR]
+        [--study-out DIR] [--set KEY=VALUE ...]
 
 Writes benchmarks/results/study_<name>.json: the study's own results.json (every number of the
 report), the wall time of this run, and for each model folder whether this run trained it or
 reused it (a reused model's training time is the one recorded in its own train_log.jsonl); under
 full_run, the wall time of the last run that trained every model (kept when a rerun reuses them). The
-figures are copied to docs/img/chapter_<name>_*.png, the files docs/chapter.md shows.
+figures are copied to docs/img/chapter_<name>_*.png, the files docs/chapter.md shows. ``--set`` changes
+a value of the study file as ``attnmt study --set`` does, e.g. where its data is.
 """
 
 from __future__ import annotations
@@ -55,11 +57,14 @@ def main() -> int:
                         "measures the whole study from nothing without touching the models already trained")
     parser.add_argument("--figures", default=str(ROOT / "docs" / "img"),
                         help="where to copy the figures as chapter_<name>_*.png ('' to skip)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a study value, e.g. --set data.tatoeba_long.tatoeba=PATH (repeatable)")
     args = parser.parse_args()
     started = time.perf_counter()
     result = run_study(args.config, out=args.study_out, retrain=args.retrain, jobs=args.jobs, quiet=False,
                        command=f"attnmt study {args.config}" + (" --retrain" if args.retrain else "")
-                       + (f" --out {args.study_out}" if args.study_out else ""))
+                       + (f" --out {args.study_out}" if args.study_out else "")
+                       + "".join(f" --set {item}" for item in args.set), overrides=args.set)
     wall = time.perf_counter() - started
     numbers = result.summary
     name = numbers["study"]

@@ -1,7 +1,7 @@
 """Train a config for a bounded time (or take a trained model folder) and record its test scores.
 
-    python -m benchmarks.translation configs/multi30k_de_en_rnnsearch.yaml --max-time 1800 --threads 1
-    python -m benchmarks.translation configs/multi30k_de_en_rnnsearch.yaml --model-dir models/m30k --reuse
+    python -m benchmarks.translation recipes/multi30k/de_en_rnnsearch.yaml --max-time 1800 --threads 1
+    python -m benchmarks.translation recipes/multi30k/de_en_rnnsearch.yaml --model-dir models/m30k --reuse
     python -m benchmarks.translation CONFIG --model-dir DIR --reuse --average-last 5 --out results/NAME_avg5.json
 
 Writes benchmarks/results/<config name>.json: how the model was trained (steps, epochs, wall time,

@@ -24,7 +24,7 @@
 # code that shows it, through attnmt's public API; every figure is drawn by attnmt's own plotting
 # functions. No result is written into the text: the numbers are the ones the cells compute.
 #
-# 运行：`bash scripts/setup.sh && .venv/bin/pip install -e '.[notebook]' jupyterlab`，然后
+# 运行：`bash scripts/setup.sh && .venv/bin/pip install -e '.[notebook]'`（包含 JupyterLab），然后
 # `.venv/bin/jupyter lab notebooks/chapter.ipynb`；不开浏览器时，`.venv/bin/jupyter-execute
 # notebooks/chapter.ipynb` 运行所有单元（图写进输出文件夹）。请在内核中运行，不要用
 # `python chapter.py`：演示在新启动的进程中训练两个模型，这些进程会重新执行脚本的顶层代码。
@@ -32,7 +32,7 @@
 # 模型，只检查每个单元都能运行（测试就是这样运行它的），这时模型太小，看不出下文描述的效果。
 # `ATTNMT_NOTEBOOK_OUT` 指定输出文件夹（默认是笔记本旁边的 `chapter-output/`）。
 #
-# Running: `bash scripts/setup.sh && .venv/bin/pip install -e '.[notebook]' jupyterlab`, then
+# Running: `bash scripts/setup.sh && .venv/bin/pip install -e '.[notebook]'` (JupyterLab included), then
 # `.venv/bin/jupyter lab notebooks/chapter.ipynb`; without a browser, `.venv/bin/jupyter-execute
 # notebooks/chapter.ipynb` runs every cell (the figures land in the output folder). Run it in a
 # kernel, not as `python chapter.py`: the demo trains its two models in spawned processes, which
@@ -51,6 +51,7 @@ from IPython.display import Image, Markdown, display
 
 import attnmt
 from attnmt import reference as ref  # the NumPy reference of every attention primitive
+from attnmt.align import align_translations
 from attnmt.demo import DemoSettings, run_demo
 from attnmt.evaluate import format_table
 from attnmt.viz.heatmap import plot_attention
@@ -232,17 +233,17 @@ for sharpness in (1, 4, 16):
 #
 # 把每个目标步的权重 α_i 排成矩阵就是 Bahdanau 等人论文图 3 那样的热图：行是输出词，列是源词。模型
 # 从未见过词对齐，它的注意力却大体沿对角线，并在词序改变处交叉（合成语言把动词放到从句末尾、形容词
-# 放到名词之后）。`Translator.align` 从注意力读出词对齐，红圈标出这些链接。
+# 放到名词之后）。`attnmt.align.align_translations` 从注意力读出词对齐，红圈标出这些链接。
 #
 # The weights α_i of every target step, stacked, are the heatmap of Bahdanau et al.'s Figure 3: rows
 # are output words, columns source words. The model never saw a word alignment, yet its attention
 # runs near the diagonal and crosses where the word order changes (the synthetic language moves verbs
-# to the end of their clause and adjectives after their noun). `Translator.align` reads word links
-# off the attention; they are circled in red.
+# to the end of their clause and adjectives after their noun). `attnmt.align.align_translations`
+# reads word links off the attention; they are circled in red.
 
 # %%
 long_sentence = max(test_src, key=lambda s: len(s.split()))
-shown = rnnsearch.align(rnnsearch.translate([long_sentence], beam=1))[0]
+shown = align_translations(rnnsearch, rnnsearch.translate([long_sentence], beam=1))[0]
 path = plot_attention(shown.attention, shown.src_tokens, shown.tgt_tokens + ["</s>"], OUT / "attention_links.png",
                       title=f"rnnsearch attention, {len(shown.src_tokens)} source words; circles: links",
                       marks=shown.alignment)

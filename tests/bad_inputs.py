@@ -186,11 +186,12 @@ def in_txt(ws: Workspace) -> Path:
 
 
 def guided_config(ws: Workspace, links: str, model_type: str = "rnnsearch", extra: str = "") -> Path:
-    """A 2-step training config with train.guided_alignment reading ``links`` (a file's text)."""
+    """A 2-step training config guided by the links transform reading ``links`` (a file's text)."""
     n = len((ws.corpus / "train.src").read_text(encoding="utf-8").splitlines())
     path = ws.file("train.links", links if links.count("\n") != 1 else links * n)
     text = ws.config().read_text(encoding="utf-8").replace("model:", f"model:\n  type: {model_type}")
-    text += f"  guided_alignment:\n    links: {path}\n{extra}"
+    text = text.replace("data:", f"data:\n  transforms: [{{name: links, path: {path}}}]")
+    text += f"  guided_alignment:\n    weight: 1.0\n{extra}"
     return ws.file("guided.yaml", text)
 
 
@@ -228,6 +229,12 @@ CASES: list[Case] = [
          lambda ws: ["train", str(ws.config("train:\n  lr: 5e-4\n")), "--model-dir", str(ws.folder())]),
     Case("config", "`--set` without `=`", lambda ws: ["train", str(ws.config()), "--set", "train.lr"]),
     Case("config", "`--set` of an unknown key", lambda ws: ["train", str(ws.config()), "--set", "train.lr_rate=0.1"]),
+    Case("config", "`--set` of a value out of range", lambda ws: ["train", str(ws.config()), "--set",
+                                                                  "train.save_every=0"]),
+    Case("command line", "a word where a number belongs (`--beam five`)",
+         lambda ws: translate(ws.model, in_txt(ws), "--beam", "five")),
+    Case("command line", "a required option left out (`evaluate` without `--ref`)",
+         lambda ws: ["evaluate", "--model", str(ws.model), "--src", str(in_txt(ws))]),
     # --- training data ---------------------------------------------------------------------------
     Case("train data", "no training data in the config",
          lambda ws: ["train", str(ws.config("train:\n  max_steps: 2\n")), "--model-dir", str(ws.folder())]),
@@ -273,7 +280,8 @@ CASES: list[Case] = [
          lambda ws: ["train", str(ws.config(train_src=ws.file("w.src", WEIRD + "\n" + "a b c\n" * 20),
                                             train_tgt=ws.file("w.tgt", WEIRD + "\n" + "x y z\n" * 20))),
                      "--model-dir", str(ws.folder())],
-         code=0, summary=lambda ws, out: "(exit 0) trained: " + out.strip().split(": ", 1)[1].split(";")[0]),
+         code=0,  # the summary is the last line train prints
+         summary=lambda ws, out: "(exit 0) trained: " + out.strip().splitlines()[-1].split(": ", 1)[1].split(";")[0]),
     Case("train data", "the loss becomes NaN (`--set train.lr=1.0e+20`)",
          lambda ws: ["train", str(ws.config()), "--model-dir", str(ws.folder()), "--set", "train.lr=1.0e+20"]),
     Case("train data", "`attnmt prepare`: a `data.train` corpus with src but no tgt",
@@ -283,14 +291,22 @@ CASES: list[Case] = [
          lambda ws: ["prepare", str(ws.config(train_src=ws.file("u.src", b"a\nb\nc\xe9\n"),
                                               train_tgt=ws.file("u.tgt", "x\ny\nz\n"))),
                      "--model-dir", str(ws.folder())]),
-    Case("train data", "`data.train` list together with `data.valid_size` (needs the text in memory)",
-         lambda ws: ["train", str(ws.config(f"data:\n  valid_size: 5\n  train:\n    - {{tsv: {ws.corpus}/x.tsv}}\n")),
+    Case("train data", "a former key (`data.joined_pairs`) beside the `data.transforms` it became",
+         lambda ws: ["train", str(ws.config(f"data:\n  train_tsv: {ws.corpus}/x.tsv\n  joined_pairs: 100\n"
+                                            "  transforms: [{name: drop_final_punct, fraction: 0.1}]\n")),
+                     "--model-dir", str(ws.folder())]),
+    Case("train data", "an unknown data transform",
+         lambda ws: ["train", str(ws.config(f"data:\n  train_tsv: {ws.corpus}/x.tsv\n  transforms:\n"
+                                            "    - {name: join_pairs, count: 100}\n")),
                      "--model-dir", str(ws.folder())]),
     # --- model folders ---------------------------------------------------------------------------
     Case("model folder", "train into a non-empty folder without `--overwrite`",
          lambda ws: ["train", str(ws.config()), "--model-dir", str(ws.model)]),
     Case("model folder", "`--resume` a folder without a checkpoint",
          lambda ws: ["train", str(ws.config()), "--model-dir", str(ws.folder()), "--resume"]),
+    Case("model folder", "`--model` folder does not exist (a typo)",
+         lambda ws: translate((ws.root / "zoo" / "de_en_rnnsearch").mkdir(parents=True, exist_ok=True)
+                              or ws.root / "zoo" / "de_en_rnnsaerch", in_txt(ws))),
     Case("model folder", "not a model folder",
          lambda ws: translate(ws.file("notes/todo.txt", "x").parent, in_txt(ws))),
     Case("model folder", "vocabulary file missing",
@@ -298,7 +314,7 @@ CASES: list[Case] = [
     # --- checkpoints -----------------------------------------------------------------------------
     Case("checkpoint", "empty file", lambda ws: translate(ws.best(b""), in_txt(ws))),
     Case("checkpoint", "truncated to half", lambda ws: translate(
-        ws.best((ws.model / "checkpoints" / "best.pt").read_bytes()[:600_000]), in_txt(ws))),
+        ws.best((data := (ws.model / "checkpoints" / "best.pt").read_bytes())[:len(data) // 2]), in_txt(ws))),
     Case("checkpoint", "random bytes", lambda ws: translate(ws.best(bytes(range(256)) * 64), in_txt(ws))),
     Case("checkpoint", "one flipped bit in the weights",
          lambda ws: translate(ws.model_with(flip_a_weight), in_txt(ws))),
@@ -346,6 +362,10 @@ CASES: list[Case] = [
          lambda ws: translate(ws.model, in_txt(ws), "--sample", "--top-p", "1.5")),
     Case("translate", "`--sample --temperature 0`",
          lambda ws: translate(ws.model, in_txt(ws), "--sample", "--temperature", "0")),
+    Case("translate", "`--sample --temperature 1e-300`",
+         lambda ws: translate(ws.model, in_txt(ws), "--sample", "--temperature", "1e-300")),
+    Case("translate", "`--sample --seed 2**70`",
+         lambda ws: translate(ws.model, in_txt(ws), "--sample", "--seed", str(2**70))),
     Case("translate", "`--sample --top-k -1`", lambda ws: translate(ws.model, in_txt(ws), "--sample", "--top-k", "-1")),
     Case("translate", "`--top-k` without `--sample`", lambda ws: translate(ws.model, in_txt(ws), "--top-k", "5")),
     Case("translate", "`--sample` with a beam (`--beam 2`)", lambda ws: translate(ws.model, in_txt(ws), "--sample")),
@@ -392,9 +412,18 @@ CASES: list[Case] = [
          lambda ws: evaluate(ws, ws.corpus / "test.src", ws.corpus / "test.tgt", "--length-edges", "10", "5")),
     Case("evaluate", "unknown BLEU tokenizer",
          lambda ws: evaluate(ws, ws.corpus / "test.src", ws.corpus / "test.tgt", "--tokenize", "nope")),
+    Case("evaluate", "`--output` hypotheses file exists",
+         lambda ws: evaluate(ws, ws.corpus / "test.src", ws.corpus / "test.tgt", "--output",
+                             str(ws.file("hyps.txt", "keep me\n")))),
+    Case("evaluate", "`--n-best` without `--output`",
+         lambda ws: evaluate(ws, ws.corpus / "test.src", ws.corpus / "test.tgt", "--n-best", "2")),
     Case("evaluate", "`--json` report exists",
          lambda ws: evaluate(ws, ws.corpus / "test.src", ws.corpus / "test.tgt", "--json",
                              str(ws.file("report.json", "{}")))),
+    # --- serve (refused before anything listens) --------------------------------------------------
+    Case("serve", "`--max-queue-sentences` below `--max-texts`",
+         lambda ws: ["serve", "--model", str(ws.model), "--max-queue-sentences", "8"]),
+    Case("serve", "`--max-batch-cost 0`", lambda ws: ["serve", "--model", str(ws.model), "--max-batch-cost", "0"]),
     # --- plot-attention --------------------------------------------------------------------------
     Case("plot-attention", "empty sentence",
          lambda ws: ["plot-attention", "--model", str(ws.model), "  ", "--out", str(ws.root / "a.png")]),
@@ -434,7 +463,10 @@ def run_case(case: Case, ws: Workspace) -> Result:
         sys.stdin = io.TextIOWrapper(io.BytesIO(case.stdin))
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main(argv)
+            try:
+                code = main(argv)
+            except SystemExit as e:  # argparse refuses the command line before main's own handling
+                code = e.code
     finally:
         sys.stdin = stdin
     return Result(case, code, out.getvalue(), err.getvalue())

@@ -302,7 +302,7 @@ def test_an_ensemble_aligns_where_the_mean_of_its_members_attention_points():
 
 def test_an_ensemble_read_two_ways_by_default_asks_for_a_method():
     unguided, guided = ensemble_of(reverse_attention(), reverse_attention())
-    guided.config.train.guided_alignment.links = "train.links"
+    guided.config.data.transforms = [{"name": "links", "path": "train.links"}]
     guided.config.train.guided_alignment.row = "shift"
     with pytest.raises(UserError, match="choose one with --method"):
         align_pairs([unguided, guided], ["abcd ef"], ["gh ijkl"])

@@ -15,6 +15,7 @@ from attnmt.align import (
     METHODS,
     WordAttention,
     agreement_links,
+    align_translations,
     grow_diag_final_and,
     links_from_attention,
     mutual_links,
@@ -191,7 +192,7 @@ def test_train_with_a_bad_links_file_is_one_line_exit_2(tiny_corpus, tmp_path, c
     links = tmp_path / "train.links"
     links.write_text("0-0\n" * (len(lines) - 1) + "0-99\n", encoding="utf-8")
     config = tiny_config(tiny_corpus, max_steps=2)
-    config.train.guided_alignment.links = str(links)
+    config.data.transforms = [{"name": "links", "path": str(links)}]
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config_to_dict(config)), encoding="utf-8")
     assert main(["train", str(path), "--model-dir", str(tmp_path / "m")]) == 2
@@ -226,12 +227,13 @@ def test_translate_alignments_symmetrized_is_within_each_direction(tiny_model, t
 
     sources = (tiny_corpus / "test.src").read_text(encoding="utf-8").splitlines()[:4]
     translator = load(tiny_model)
-    plain = translator.align(translator.translate(sources, beam=1))
-    both = translator.align(translator.translate(sources, beam=1), reverse=translator, symmetrization="intersection")
+    plain = align_translations(translator, translator.translate(sources, beam=1))
+    both = align_translations(translator, translator.translate(sources, beam=1), reverse=translator,
+                              symmetrization="intersection")
     for p, b in zip(plain, both):
         assert b.alignment <= p.alignment  # the intersection keeps only links the forward direction has
     with pytest.raises(UserError, match="reverse model"):
-        translator.align(translator.translate(sources[:1], beam=1), symmetrization="union")
+        align_translations(translator, translator.translate(sources[:1], beam=1), symmetrization="union")
 
 
 def test_translate_alignments_agreement_is_the_product_of_both_directions(tiny_model, tiny_corpus, tmp_path,
@@ -283,7 +285,7 @@ def test_server_alignment_field_matches_the_translator(tiny_model):
 
     sentence = "gupo pelido duno gute"
     translator = load(tiny_model)
-    expected = {m: translator.align(translator.translate([sentence], beam=2), m)[0]
+    expected = {m: align_translations(translator, translator.translate([sentence], beam=2), m)[0]
                 for m in ("argmax", "shift", "mutual", "shift-mutual")}
     with TestClient(create_app({"rnn": tiny_model}), raise_server_exceptions=False) as client:
         for method, want in expected.items():

@@ -1,13 +1,12 @@
-"""Training-data augmentation: data.drop_final_punct (pairs added again without the source's final
-punctuation) and data.joined_pairs (pairs that join several training pairs)."""
+"""Training-data augmentation: the drop_final_punct transform (pairs added again without the source's
+final punctuation) and the joined_pairs transform (pairs that join several training pairs)."""
 
 import json
 
 import pytest
 
-from attnmt.config import DataConfig
-from attnmt.data.augment import add_joined, add_unpunctuated, join_links, join_run, strip_final_punctuation
-from attnmt.errors import UserError
+from attnmt.data.augment import add_joined, add_unpunctuated, join_run, strip_final_punctuation
+from attnmt.data.transforms import joined_origin, pair_links
 from attnmt.train import train
 from tests.conftest import tiny_config
 
@@ -36,14 +35,9 @@ def test_the_fraction_and_the_seed_choose_the_copies():
     assert add_unpunctuated(pairs, 0.0, seed=1) == pairs
 
 
-def test_the_fraction_is_checked():
-    with pytest.raises(UserError, match="data.drop_final_punct"):
-        DataConfig(drop_final_punct=1.5)
-
-
 def test_training_adds_and_logs_the_copies(tiny_corpus, tmp_path):
     config = tiny_config(tiny_corpus, max_steps=2, valid_every=100, valid_bleu_sample=0)
-    config.data.drop_final_punct = 0.5
+    config.data.transforms = [{"name": "drop_final_punct", "fraction": 0.5}]
     lines = (tiny_corpus / "train.src").read_text(encoding="utf-8").splitlines()
     (tmp_path / "data").mkdir()
     for side in ("src", "tgt"):  # a corpus whose sources all end in a full stop
@@ -62,9 +56,12 @@ def test_training_adds_and_logs_the_copies(tiny_corpus, tmp_path):
 
 def test_joined_links_are_shifted_by_the_words_before_each_part():
     parts = [("a b", "x"), ("c", "y z w"), ("d e f", "v")]
-    links = [{(0, 0), (1, 0)}, {(0, 2)}, {(2, 0), (0, 0)}]
+    links = [{(0, 0), (1, 0)}, {(0, 2)}, {(2, 0), (0, 0)}]  # of corpus lines 0, 1, 2
     # worked by hand: part 2 starts at source word 2 and target word 1, part 3 at 3 and 4
-    assert join_links(parts, links) == {(0, 0), (1, 0), (2, 3), (5, 4), (3, 4)}
+    origin = joined_origin([(part, ((line, 0, 0),)) for line, part in enumerate(parts)])
+    assert origin == ((0, 0, 0), (1, 2, 1), (2, 3, 4))
+    assert pair_links(origin, links) == {(0, 0), (1, 0), (2, 3), (5, 4), (3, 4)}
+    assert joined_origin([(parts[0], ((0, 0, 0),)), (parts[1], None)]) is None  # a part without a line: no links
     assert join_run(parts) == ("a b c d e f", "x y z w v")
 
 
@@ -78,8 +75,3 @@ def test_joined_pairs_are_drawn_with_the_seed_from_the_training_pairs():
     assert add_joined(pairs, 30, 4, seed=1) == (augmented, parts_of)
     assert add_joined(pairs, 30, 4, seed=2)[0] != augmented
 
-
-@pytest.mark.parametrize("key, value", [("joined_pairs", -1), ("join_max_parts", 1)])
-def test_the_join_settings_are_checked(key, value):
-    with pytest.raises(UserError, match=f"data.{key}"):
-        DataConfig(**{key: value})

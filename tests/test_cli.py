@@ -190,4 +190,4 @@ def test_real_process_prints_no_traceback(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [f"attnmt: error: config file not found: {tmp_path / 'none.yaml'}; "
-                                                "pass the path of a YAML config (see configs/)"]
+                                                "pass the path of a YAML config (see recipes/)"]

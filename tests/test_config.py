@@ -4,6 +4,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from attnmt.config import Config, load_config
 from attnmt.errors import UserError
@@ -72,18 +73,29 @@ def test_bad_override_syntax(tmp_path):
         load_config(write(tmp_path, ""), ["train.lr"])
 
 
-@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml")),
-                         ids=lambda p: p.stem)
-def test_shipped_configs_load_and_name_their_languages(path):
+ROOT = Path(__file__).resolve().parents[1]
+# The recipes' training configs (a study spec lists `models:`; a training config has one `model:`).
+RECIPE_CONFIGS = sorted(p for p in ROOT.glob("recipes/*/*.yaml")
+                        if "model" in (yaml.safe_load(p.read_text(encoding="utf-8")) or {}))
+
+
+def test_the_recipes_ship_training_configs():
+    assert {p.parent.name for p in RECIPE_CONFIGS} >= {"multi30k", "chinese"}
+
+
+@pytest.mark.parametrize("path", RECIPE_CONFIGS, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_recipe_configs_load_name_their_languages_and_read_data_under_the_repository(path):
     from attnmt.models import build_model
 
     config = load_config(path)
-    assert config.name == path.stem
     src, tgt = config.data.src_lang, config.data.tgt_lang
-    assert path.stem.split("_")[1:3] == [src, tgt]
+    assert config.name.endswith(path.stem) and f"{src}_{tgt}" in config.name, (config.name, src, tgt)
     for split, lang in (("train_src", src), ("train_tgt", tgt), ("test_src", src), ("test_tgt", tgt)):
         value = getattr(config.data, split)
         assert value is None or f".{lang}." in Path(value).name or value.endswith(".tsv.gz"), (split, value)
+    for key in ("train_src", "train_tgt", "train_tsv", "valid_src", "valid_tgt", "test_src", "test_tgt"):
+        value = getattr(config.data, key)  # where `attnmt data NAME data/NAME` or the recipe's README writes it
+        assert value is None or Path(value).is_relative_to(ROOT / "data"), (key, value)
     build_model(config.model, 100, 100)
 
 
@@ -103,6 +115,17 @@ def test_a_key_the_model_does_not_read_is_refused(tmp_path, model, message):
     path.write_text(f"model:\n  {model}\n", encoding="utf-8")
     with pytest.raises(UserError, match=re.escape(message)):
         load_config(path)
+
+
+def test_a_model_folder_that_lists_every_model_key_at_its_default_loads(tmp_path):
+    """An older config.yaml lists the keys of every model type; those left at their defaults say nothing."""
+    every = {"type": "transformer", "cell": "lstm", "emb_size": 256, "hidden_size": 256, "reverse_source": False,
+             "decoder": "bahdanau", "score": "additive", "attention": None, "d_model": 16, "n_heads": 2}
+    config = load_config(write(tmp_path, yaml.safe_dump({"model": every})))
+    assert (config.model.type, config.model.d_model, config.model.n_heads) == ("transformer", 16, 2)
+    assert not hasattr(config.model, "cell")  # the model section holds the keys its type reads, no others
+    with pytest.raises(UserError, match=re.escape("model.emb_size applies to seq2seq and rnnsearch, not transformer")):
+        load_config(write(tmp_path, yaml.safe_dump({"model": {**every, "emb_size": 32}})))
 
 
 def test_the_older_attention_key_is_read_as_decoder_and_score(tmp_path, capsys):

@@ -1,11 +1,11 @@
 """The repository's text speaks to its users: links resolve, no work-log narrative, a short README.
 
 - every relative link (and image) in README.md, README.zh-CN.md, the other top-level Markdown files,
-  benchmarks/README.md and docs/*.md points to a file that exists, and a ``#anchor`` into a Markdown
-  file to one of its headings;
+  benchmarks/README.md, docs/*.md and recipes/*/README.md points to a file that exists, and a ``#anchor``
+  into a Markdown file to one of its headings;
 - no "session", no issue reference ("issue 17", "#17", "the issue's"), no "commit 1a2b3c4" and no
   run dates in that text, in the comments and docstrings of attnmt/, in benchmarks/*.py (comments
-  and strings), in the shell scripts, or in configs/ and studies/;
+  and strings), in the shell scripts, or in configs/, studies/ and recipes/;
 - README.md is at most 200 lines.
 """
 
@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 MARKDOWN = sorted(
     [p for p in ROOT.glob("*.md")] + [ROOT / "benchmarks" / "README.md"] + list((ROOT / "docs").glob("*.md"))
+    + list((ROOT / "recipes").rglob("*.md"))
 )
 MARKDOWN = [p for p in MARKDOWN if p.exists()]
 
@@ -152,7 +153,7 @@ def _texts():
         if path.is_file():
             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
                 yield path, number, line, False
-    for folder in ("configs", "studies"):
+    for folder in ("configs", "studies", "recipes"):
         for path in sorted((ROOT / folder).rglob("*")):
             if path.suffix in (".yaml", ".yml", ".md", ".txt") and path.is_file():
                 for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):

@@ -1,7 +1,8 @@
-"""Multi30k download: --from a local folder, checksums, no overwriting, network errors."""
+"""`attnmt data`: Multi30k (--from a local folder, checksums, no overwriting, network errors) and Tatoeba files."""
 
 from __future__ import annotations
 
+import gzip
 import io
 import urllib.error
 import urllib.request
@@ -9,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from attnmt.data.download import MULTI30K_SHA256, download_multi30k
+from attnmt.cli import main
+from attnmt.data.download import MULTI30K_SHA256, download_multi30k, fetch_tatoeba
 from attnmt.errors import UserError
 
 MULTI30K = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "multi30k"
@@ -104,3 +106,90 @@ def test_existing_different_file_is_not_overwritten(tmp_path: Path) -> None:
     assert (dest / "val.en.gz").read_bytes() == b"my own file"
     download_multi30k(dest, from_dir=MULTI30K, progress=False, languages=["en"], overwrite=True)
     assert (dest / "val.en.gz").read_bytes() == (MULTI30K / "val.en.gz").read_bytes()
+
+
+# --- Tatoeba ------------------------------------------------------------------------------------------------------
+
+# manythings.org's layout: a BOM, English TAB Chinese TAB attribution, an empty last line.
+TATOEBA_TEXT = "\ufeffHi.\t嗨。\tCC-BY 2.0 (France) #1 & #2\nRun.\t你用跑的。\tCC-BY 2.0 (France) #3 & #4\n\n"
+
+
+def _zip(path: Path, members: dict[str, str]) -> Path:
+    from zipfile import ZipFile
+
+    with ZipFile(path, "w") as z:
+        for name, text in members.items():
+            z.writestr(name, text)
+    return path
+
+
+@pytest.mark.parametrize("layout", ["txt", "zip", "tsv.gz", "folder"])
+def test_tatoeba_from_a_local_copy_is_written_unchanged(tmp_path: Path, layout: str) -> None:
+    if layout == "txt":
+        source = tmp_path / "cmn.txt"
+        source.write_text(TATOEBA_TEXT, encoding="utf-8")
+    elif layout == "zip":
+        source = _zip(tmp_path / "cmn-eng.zip", {"cmn.txt": TATOEBA_TEXT, "_about.txt": "about"})
+    elif layout == "tsv.gz":
+        source = tmp_path / "mine.tsv.gz"
+        source.write_bytes(gzip.compress(TATOEBA_TEXT.encode("utf-8")))
+    else:
+        source = tmp_path / "downloads"
+        source.mkdir()
+        _zip(source / "cmn-eng.zip", {"cmn.txt": TATOEBA_TEXT})
+    path = fetch_tatoeba("cmn-eng", tmp_path / "data" / "tatoeba", source=source)
+    assert path == tmp_path / "data" / "tatoeba" / "cmn-eng.tsv.gz"
+    assert gzip.decompress(path.read_bytes()).decode("utf-8") == TATOEBA_TEXT
+    assert [p.name for p in path.parent.iterdir()] == ["cmn-eng.tsv.gz"]  # no .part left
+
+
+def test_tatoeba_command_line_and_its_errors(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    source = tmp_path / "fra.txt"
+    source.write_text("Go.\tVa !\n", encoding="utf-8")
+    dest = tmp_path / "tatoeba"
+    assert main(["data", "tatoeba", "fra-eng", str(dest), "--from", str(source)]) == 0
+    assert gzip.decompress((dest / "fra-eng.tsv.gz").read_bytes()) == b"Go.\tVa !\n"
+    assert main(["data", "tatoeba", "fra-eng", str(dest), "--from", str(source)]) == 2  # not replaced ...
+    assert "already exists; pass --overwrite" in capsys.readouterr().err
+    assert main(["data", "tatoeba", "fra-eng", str(dest), "--from", str(source), "--overwrite"]) == 0  # unless asked
+    for argv, message in [
+        (["data", "tatoeba", str(dest)], "data tatoeba takes PAIR DEST"),
+        (["data", "tatoeba", "french", str(dest)], "is not of the form LLL-eng"),
+        (["data", "wikipedia", str(dest)], "unknown dataset 'wikipedia'; available: multi30k, tatoeba"),
+        (["data", "tatoeba", "deu-eng", str(dest), "--from", str(tmp_path / "none")], "does not exist"),
+        (["data", "tatoeba", "deu-eng", str(dest), "--from", str(tmp_path)], "holds none of deu-eng.tsv.gz, deu.txt"),
+    ]:
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_tatoeba_refuses_what_is_not_a_pair_file(tmp_path: Path) -> None:
+    page = tmp_path / "cmn.txt"
+    page.write_text("<html>Please use a browser</html>\n", encoding="utf-8")
+    with pytest.raises(UserError, match="first line has no TAB"):
+        fetch_tatoeba("cmn-eng", tmp_path / "out", source=page)
+    with pytest.raises(UserError, match="holds no cmn.txt .it holds fra.txt"):
+        fetch_tatoeba("cmn-eng", tmp_path / "out", source=_zip(tmp_path / "x.zip", {"fra.txt": TATOEBA_TEXT}))
+    assert not (tmp_path / "out" / "cmn-eng.tsv.gz").exists()
+
+
+def test_tatoeba_download_sends_a_browser_agent_and_unzips(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    zipped = _zip(tmp_path / "site.zip", {"cmn.txt": TATOEBA_TEXT}).read_bytes()
+    requests = []
+
+    def fake_urlopen(request: urllib.request.Request, timeout: float) -> io.BytesIO:
+        requests.append(request)
+        return io.BytesIO(zipped)
+
+    monkeypatch.setattr(urllib.request, "urlopen", fake_urlopen)
+    path = fetch_tatoeba("cmn-eng", tmp_path / "dest", progress=False)
+    assert requests[0].full_url == "https://www.manythings.org/anki/cmn-eng.zip"
+    assert "Mozilla" in requests[0].get_header("User-agent")
+    assert gzip.decompress(path.read_bytes()).decode("utf-8") == TATOEBA_TEXT
+    assert [p.name for p in (tmp_path / "dest").iterdir()] == ["cmn-eng.tsv.gz"]
+
+    monkeypatch.setattr(urllib.request, "urlopen", lambda request, timeout: io.BytesIO(b"<html>blocked</html>"))
+    with pytest.raises(UserError, match="not a zip file.*--from"):
+        fetch_tatoeba("fra-eng", tmp_path / "dest", progress=False)
+    assert [p.name for p in (tmp_path / "dest").iterdir()] == ["cmn-eng.tsv.gz"]

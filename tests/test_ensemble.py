@@ -88,7 +88,7 @@ def test_models_with_different_vocabularies_are_refused(capsys, tiny_model, tmp_
     assert_user_error(code, err, f"{other}'s target vocabulary differs", "id 4")
     code, _, err = run(capsys, "translate", "--model", str(tiny_model), "--model", str(tmp_path / "missing"),
                        "--input", str(source))
-    assert_user_error(code, err, "missing is not an attnmt model folder")
+    assert_user_error(code, err, f"no such folder: {tmp_path / 'missing'}")
     code, _, err = run(capsys, "translate", "--model", str(tiny_model), "--model", str(tiny_model), "--input",
                        str(source), "--ensemble-weights", "1")
     assert_user_error(code, err, "1 weights for 2 models")

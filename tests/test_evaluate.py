@@ -59,9 +59,11 @@ def test_empty_hypotheses_score_zero_and_an_empty_corpus_is_refused() -> None:
 
 
 def test_default_edges_are_ten_wide_and_aligned() -> None:
-    assert length_edges([4, 15, 80]) == list(range(0, 91, 10))
+    # The first bucket starts at 1, not 0, where no length is 0: it holds 1-9, and says so.
+    assert length_edges([4, 15, 80]) == [1, *range(10, 91, 10)]
     assert length_edges([12, 19]) == [10, 20]
-    assert length_edges([4, 80], width=20) == [0, 20, 40, 60, 80, 100]
+    assert length_edges([4, 80], width=20) == [1, 20, 40, 60, 80, 100]
+    assert length_edges([0, 5]) == [0, 10]
     assert length_edges([4, 5, 23], n_buckets=4) == [4, 9, 14, 19, 24]
 
 
@@ -69,9 +71,10 @@ def test_buckets_count_sentences_and_omit_empty_ones() -> None:
     lengths = [3, 5, 9, 10, 12, 31, 35]
     refs = _sentences(lengths)
     buckets = bleu_by_length(lengths, refs, refs, tokenize="none")
-    assert [(b.lo, b.hi, b.n) for b in buckets] == [(0, 10, 3), (10, 20, 2), (30, 40, 2)]
+    assert [(b.lo, b.hi, b.n) for b in buckets] == [(1, 10, 3), (10, 20, 2), (30, 40, 2)]
     assert all(b.bleu == pytest.approx(100.0) for b in buckets)
-    assert [b.label for b in buckets] == ["0-9", "10-19", "30-39"] and buckets[0].mid == 4.5
+    assert [b.label for b in buckets] == ["1-9", "10-19", "30-39"] and buckets[0].mid == 5.0
+    assert "| 1-9 | 3 |" in format_table(buckets)
     explicit = bleu_by_length(lengths, refs, refs, edges=[0, 6, 36], tokenize="none")
     assert [(b.lo, b.hi, b.n) for b in explicit] == [(0, 6, 2), (6, 36, 5)]
 

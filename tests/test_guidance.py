@@ -83,7 +83,7 @@ def test_zero_weight_trains_exactly_the_unguided_model(tiny_corpus, tmp_path):
 
     plain = train(tiny_config(tiny_corpus, max_steps=6, valid_every=6), tmp_path / "plain", quiet=True).model_dir
     config = tiny_config(tiny_corpus, max_steps=6, valid_every=6)
-    config.train.guided_alignment.links = str(_links_file(tiny_corpus, tmp_path))
+    config.data.transforms = [{"name": "links", "path": str(_links_file(tiny_corpus, tmp_path))}]
     config.train.guided_alignment.weight = 0.0
     zero = train(config, tmp_path / "zero", quiet=True).model_dir
     a, b = _weights(plain), _weights(zero)
@@ -101,7 +101,7 @@ def test_guided_attention_aligns_better_than_unguided(tiny_corpus, tmp_path):
 
     plain = train(tiny_config(tiny_corpus, max_steps=60, valid_every=60), tmp_path / "plain", quiet=True).model_dir
     config = tiny_config(tiny_corpus, max_steps=60, valid_every=60)
-    config.train.guided_alignment.links = str(_links_file(tiny_corpus, tmp_path))
+    config.data.transforms = [{"name": "links", "path": str(_links_file(tiny_corpus, tmp_path))}]
     config.train.guided_alignment.weight = 1.0
     guided = train(config, tmp_path / "guided", quiet=True).model_dir
     log = (guided / "train_log.jsonl").read_text(encoding="utf-8")
@@ -116,10 +116,9 @@ def test_alignment_test_text_is_added_to_training_without_links(tiny_corpus, tmp
     from attnmt.train import train
 
     config = tiny_config(tiny_corpus, max_steps=2, valid_every=2, valid_bleu_sample=0)
-    config.data.align_text_src = str(tiny_corpus / "test.src")
-    config.data.align_text_tgt = str(tiny_corpus / "test.tgt")
-    config.data.align_text_copies = 3
-    config.train.guided_alignment.links = str(_links_file(tiny_corpus, tmp_path))
+    config.data.transforms = [{"name": "align_text", "src": str(tiny_corpus / "test.src"),
+                               "tgt": str(tiny_corpus / "test.tgt"), "copies": 3},
+                              {"name": "links", "path": str(_links_file(tiny_corpus, tmp_path))}]
     model_dir = train(config, tmp_path / "m", quiet=True).model_dir
     events = [json.loads(line) for line in (model_dir / "train_log.jsonl").read_text(encoding="utf-8").splitlines()]
     n_train = len((tiny_corpus / "train.src").read_text(encoding="utf-8").splitlines())
@@ -153,7 +152,6 @@ def test_bahdanau_order_guides_the_last_piece_on_the_shift_row_without_changing_
     runs one step longer, supervises that row, and keeps the NLL of the unguided batch."""
     from attnmt.config import Config, TrainConfig
     from attnmt.data.batching import Batch
-    from attnmt.data.dataset import ParallelData
     from attnmt.loss import step_loss
 
     torch.manual_seed(0)
@@ -161,7 +159,7 @@ def test_bahdanau_order_guides_the_last_piece_on_the_shift_row_without_changing_
     model = build_model(cfg, 20, 30).eval()
     config = Config(model=cfg, train=TrainConfig())
     config.train.guided_alignment.row, config.train.guided_alignment.weight = "shift", 0.0
-    data = ParallelData([], [], [[5, 6, 7, 8]], [[9, 10, 11, 12]], guidance=[[[], [], [], [2]]])  # last piece only
+    data = lambda indices: [[[], [], [], [2]]]  # noqa: E731 - the guidance of the one pair: its last piece only
     batch = Batch(SRC, SRC_LEN, torch.tensor([[2, 9, 10, 11, 12]]), torch.tensor([[9, 10, 11, 12, 3]]),
                   torch.tensor([5]), torch.tensor([0]))
     unguided_nll, none = step_loss(model, batch, data, config)
@@ -183,7 +181,6 @@ def test_the_shift_row_is_the_first_whose_query_has_read_the_word(model_type, de
     (not a row later): fails if the offset of any decoder is off by one either way."""
     from attnmt.config import Config, TrainConfig
     from attnmt.data.batching import Batch
-    from attnmt.data.dataset import ParallelData
     from attnmt.loss import step_loss
 
     torch.manual_seed(0)
@@ -196,7 +193,7 @@ def test_the_shift_row_is_the_first_whose_query_has_read_the_word(model_type, de
 
     def align_loss(row: str, tgt_in: torch.Tensor) -> float:
         config.train.guided_alignment.row = row
-        data = ParallelData([], [], [[5, 6, 7, 8]], [[9, 10, 11, 12]], guidance=[[[], [2], [], []]])
+        data = lambda indices: [[[], [2], [], []]]  # noqa: E731 - the guidance of the one pair
         batch = Batch(SRC, SRC_LEN, tgt_in, torch.tensor([[9, 10, 11, 12, 3]]), torch.tensor([5]), torch.tensor([0]))
         return step_loss(model, batch, data, config)[1].item()
 
@@ -215,7 +212,7 @@ def test_a_model_guided_on_the_shift_row_is_read_with_shift_by_default(tiny_corp
     from attnmt.translator import load
 
     config = tiny_config(tiny_corpus, max_steps=2, valid_every=2, valid_bleu_sample=0)
-    config.train.guided_alignment.links = str(_links_file(tiny_corpus, tmp_path))
+    config.data.transforms = [{"name": "links", "path": str(_links_file(tiny_corpus, tmp_path))}]
     config.train.guided_alignment.row = "shift"
     model_dir = train(config, tmp_path / "m", quiet=True).model_dir
     assert model_method(load(model_dir).config) == "shift"
@@ -231,7 +228,8 @@ def test_a_guided_transformer_is_read_from_its_supervised_head(tiny_corpus, tmp_
     config = tiny_config(tiny_corpus, "transformer", max_steps=2, valid_every=2, valid_bleu_sample=0)
     config.model.dec_layers = 2
     guided = config.train.guided_alignment
-    guided.links, guided.layer, guided.head = str(_links_file(tiny_corpus, tmp_path)), 0, 1
+    guided.layer, guided.head = 0, 1
+    config.data.transforms = [{"name": "links", "path": str(_links_file(tiny_corpus, tmp_path))}]
     translator = load(train(config, tmp_path / "m", quiet=True).model_dir)
     src = (tiny_corpus / "test.src").read_text(encoding="utf-8").splitlines()[:3]
     tgt = (tiny_corpus / "test.tgt").read_text(encoding="utf-8").splitlines()[:3]
@@ -281,7 +279,8 @@ def test_full_context_needs_a_decoder_that_sees_the_whole_target(tiny_corpus, tm
     from attnmt.errors import UserError
 
     raw = config_to_dict(tiny_config(tiny_corpus))  # an rnnsearch
-    raw["train"]["guided_alignment"].update(links=str(_links_file(tiny_corpus, tmp_path)), full_context=True)
+    raw["train"]["guided_alignment"]["full_context"] = True
+    raw["data"]["transforms"] = [{"name": "links", "path": str(_links_file(tiny_corpus, tmp_path))}]
     with pytest.raises(UserError, match="full_context needs a decoder that can see the whole target"):
         config_from_dict(raw)
 
@@ -294,7 +293,8 @@ def test_a_full_context_model_is_trained_and_read_in_the_full_context_pass(tiny_
     config = tiny_config(tiny_corpus, "transformer", max_steps=2, valid_every=2, valid_bleu_sample=0)
     config.model.dec_layers = 2
     guided = config.train.guided_alignment
-    guided.links, guided.layer, guided.head = str(_links_file(tiny_corpus, tmp_path)), 0, 1
+    guided.layer, guided.head = 0, 1
+    config.data.transforms = [{"name": "links", "path": str(_links_file(tiny_corpus, tmp_path))}]
     guided.row, guided.full_context = "shift", True
     translator = load(train(config, tmp_path / "m", quiet=True).model_dir)
     src = (tiny_corpus / "test.src").read_text(encoding="utf-8").splitlines()[:2]
@@ -328,7 +328,7 @@ def test_links_written_by_attnmt_align_guide_a_new_model(tiny_model, tiny_corpus
     assert main(["align", "--model", str(tiny_model), "--src", str(tiny_corpus / "train.src"),
                  "--tgt", str(tiny_corpus / "train.tgt"), "--out", str(links)]) == 0
     config = tiny_config(tiny_corpus, max_steps=2, valid_every=2, valid_bleu_sample=0)
-    config.train.guided_alignment.links = str(links)
+    config.data.transforms = [{"name": "links", "path": str(links)}]
     model_dir = train(config, tmp_path / "student", quiet=True).model_dir
     events = [json.loads(line) for line in (model_dir / "train_log.jsonl").read_text(encoding="utf-8").splitlines()]
     guided = next(e for e in events if "guided" in e)
@@ -336,32 +336,41 @@ def test_links_written_by_attnmt_align_guide_a_new_model(tiny_model, tiny_corpus
     assert (guided["guided"], guided["unguided"]) == (n_train, 0)
 
 
-def test_joined_pairs_carry_their_parts_guidance_shifted(tiny_model, tiny_corpus, tmp_path):
-    """data.joined_pairs: a joined pair's guidance is its parts' guidance, the later parts' source pieces
-    shifted by the pieces before them; the pairs of an alignment set's text stay unguided."""
-    from attnmt.align.links import read_links
-    from attnmt.data.augment import add_joined
+def test_joined_pairs_carry_their_parts_guidance_shifted(tiny_corpus, tmp_path):
+    """The joined_pairs transform: a joined pair's guidance is its parts' guidance, the later parts' source
+    pieces shifted by the pieces before them, worked out here from the parts' text."""
     from attnmt.data.corpus import read_parallel
-    from attnmt.data.dataset import load_processors
-    from attnmt.guidance import load_guidance
+    from attnmt.data.links import read_links
+    from attnmt.data.loading import load_data
+    from attnmt.guidance import Guidance
+
+    class Log:
+        def event(self, *args, **kwargs):
+            pass
 
     corpus = read_parallel(tiny_corpus / "train.src", tiny_corpus / "train.tgt")
     links_path = _links_file(tiny_corpus, tmp_path)
-    pairs, parts_of = add_joined(corpus, 20, 3, seed=1)
-    src_proc, tgt_proc = load_processors(tiny_model)
-    guidance, stats = load_guidance(str(links_path), corpus, [s for s, _ in pairs], [t for _, t in pairs],
-                                    src_proc, tgt_proc, parts_of)
-    assert (stats["guided"], stats["unguided"]) == (len(corpus) + 20, 0)
+    config = tiny_config(tiny_corpus)
+    config.data.tokenizer, config.data.vocab_size, config.data.max_len = "bpe", 200, 300  # pieces, not words
+    config.data.transforms = [{"name": "joined_pairs", "count": 20, "max_parts": 3},
+                              {"name": "links", "path": str(links_path)}]
+    (tmp_path / "m").mkdir()
+    data, _, src_proc, tgt_proc = load_data(config, tmp_path / "m", False, Log())
+    guidance = Guidance(data, src_proc, tgt_proc)
+    assert guidance.stats()["guided"] == len(corpus) + 20 == len(data)
     links = read_links(links_path, corpus)
-    own = {pair: piece_links(pair_links, src_proc.tokenizer.word_ids(src_proc.tokens(pair[0])),
-                             tgt_proc.tokenizer.word_ids(tgt_proc.tokens(pair[1])))
-           for pair, pair_links in zip(corpus, links)}
-    for joined, pieces in zip(parts_of, guidance[len(corpus):]):
+    own = [piece_links(pair_links, src_proc.tokenizer.word_ids(src_proc.tokens(pair[0])),
+                       tgt_proc.tokenizer.word_ids(tgt_proc.tokens(pair[1])))
+           for pair, pair_links in zip(corpus, links)]
+    joined = [k for k in range(len(data)) if len(data.origins[k]) > 1]
+    assert len(joined) == 20
+    for k in joined:
         expected, shift = [], 0
-        for part in parts_of[joined]:
-            expected += [[j + shift for j in sources] for sources in own[part]]
-            shift += len(src_proc.tokens(part[0]))
-        assert pieces == expected
+        for line, _, _ in data.origins[k]:
+            expected += [[j + shift for j in sources] for sources in own[line]]
+            shift += len(src_proc.tokens(corpus[line][0]))
+        assert guidance([k]) == [expected]
+        assert data.src_text[k] == " ".join(corpus[line][0] for line, _, _ in data.origins[k])
 
 
 def test_training_guides_the_joined_pairs(tiny_corpus, tmp_path):
@@ -370,10 +379,10 @@ def test_training_guides_the_joined_pairs(tiny_corpus, tmp_path):
     from attnmt.train import train
 
     config = tiny_config(tiny_corpus, max_steps=2, valid_every=2, valid_bleu_sample=0)
-    config.data.joined_pairs = 25
-    config.data.align_text_src = str(tiny_corpus / "test.src")
-    config.data.align_text_tgt = str(tiny_corpus / "test.tgt")
-    config.train.guided_alignment.links = str(_links_file(tiny_corpus, tmp_path))
+    config.data.transforms = [{"name": "joined_pairs", "count": 25},
+                              {"name": "align_text", "src": str(tiny_corpus / "test.src"),
+                               "tgt": str(tiny_corpus / "test.tgt")},
+                              {"name": "links", "path": str(_links_file(tiny_corpus, tmp_path))}]
     model_dir = train(config, tmp_path / "m", quiet=True).model_dir
     events = [json.loads(line) for line in (model_dir / "train_log.jsonl").read_text(encoding="utf-8").splitlines()]
     n_train = len((tiny_corpus / "train.src").read_text(encoding="utf-8").splitlines())
@@ -383,17 +392,16 @@ def test_training_guides_the_joined_pairs(tiny_corpus, tmp_path):
     assert (guided["guided"], guided["unguided"]) == (n_train + 25, n_test)
 
 
-def test_alignment_benchmark_gives_each_direction_its_own_guidance_file(tmp_path, monkeypatch):
+def test_alignment_benchmark_gives_each_direction_its_own_guidance_file(tmp_path):
     """`python -m benchmarks.alignment prepare` writes one (English, French) link set for both models, and each
     direction's own set (train.directional.*); the French->English file is turned to (French, English)."""
     import importlib
 
     alignment = importlib.import_module("benchmarks.alignment")
-    monkeypatch.setattr(alignment, "OUT", tmp_path)
     forward = [{(1, 0), (0, 0)}, {(0, 1)}]  # (English, French): each French word from one English word
     reverse = [{(0, 0)}, {(0, 1), (1, 1)}]  # (English, French): each English word to one French word
-    alignment.write_guidance(forward, "both")
-    alignment.write_guidance(forward, "own", reverse=reverse)
+    alignment.write_guidance(forward, tmp_path / "both")
+    alignment.write_guidance(forward, tmp_path / "own", reverse=reverse)
     read = lambda name: (tmp_path / name).read_text(encoding="utf-8").splitlines()  # noqa: E731
     assert read("both.en-fr.links") == read("own.en-fr.links") == ["0-0 1-0", "0-1"]
     assert read("both.fr-en.links") == ["0-0 0-1", "1-0"]

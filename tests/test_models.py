@@ -123,7 +123,41 @@ def test_every_registered_model_keeps_the_model_protocol(model_type):
                                      dropout=0.0), 20, 30)
     assert isinstance(model, TranslationModel) and model.model_type == model_type
     assert isinstance(model, AttentionModel) == model.has_attention  # seq2seq declares no query lag
-    assert model.config_keys <= {f.name for f in dataclasses.fields(ModelConfig)}
+    # its keys are those of its own config class, the class that ModelConfig(type=...) and a config file build
+    config = ModelConfig(type=model_type)
+    assert type(config) is model.config_class and model.config_keys == {f.name for f in dataclasses.fields(config)}
+
+
+def test_a_model_type_brings_its_own_config_class():
+    from dataclasses import dataclass
+
+    from attnmt.config import MODEL_CONFIGS, config_from_dict
+    from attnmt.models import MODELS, register_model
+    from attnmt.models.seq2seq import Seq2Seq, Seq2SeqConfig
+
+    @dataclass
+    class WideConfig(Seq2SeqConfig):
+        type: str = "wide_seq2seq"
+        width: int = 3
+
+    try:
+        @register_model("wide_seq2seq")
+        class Wide(Seq2Seq):
+            config_class = WideConfig
+
+        config = config_from_dict({"model": {"type": "wide_seq2seq", "width": 5, "emb_size": 8}})
+        assert type(config.model) is WideConfig and (config.model.width, config.model.emb_size) == (5, 8)
+        assert Wide.config_keys == Seq2Seq.config_keys | {"width"} and not Wide.has_attention
+        with pytest.raises(UserError, match="model.width applies to wide_seq2seq, not rnnsearch"):
+            config_from_dict({"model": {"width": 5}})
+        with pytest.raises(UserError, match="supervises attention, and a wide_seq2seq model has none"):
+            links = {"transforms": [{"name": "links", "path": "a"}]}  # guided alignment (attnmt.guidance)
+            config_from_dict({"model": {"type": "wide_seq2seq"}, "data": links})
+        with pytest.raises(ValueError, match="must default to 'other'"):
+            register_model("other")(type("Other", (Seq2Seq,), {"config_class": WideConfig}))
+    finally:
+        MODELS.pop("wide_seq2seq", None)
+        MODEL_CONFIGS.pop("wide_seq2seq", None)
 
 
 def test_every_registered_score_keeps_the_score_protocol():

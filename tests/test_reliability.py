@@ -53,8 +53,9 @@ def assert_same_end(a_dir, b_dir):
             assert a["train_state"][key] == b["train_state"][key], key
         for key, tensor in a["model"].items():
             assert torch.equal(tensor, b["model"][key]), key
-        assert a["scheduler"] == b["scheduler"]
-        assert torch.equal(a["rng"], b["rng"])
+        if name == "last":  # best.pt holds the weights only (attnmt.checkpoint.for_translation)
+            assert a["scheduler"] == b["scheduler"]
+            assert torch.equal(a["rng"], b["rng"])
 
 
 def patch_training_loss(monkeypatch, at_call: int, action):

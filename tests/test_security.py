@@ -192,10 +192,14 @@ def test_bad_values_name_the_key_the_value_and_what_is_allowed(tmp_path, text, m
 
 
 def test_overrides_are_checked_like_the_file(tmp_path):
-    with pytest.raises(UserError, match=r"unknown key 'train.lr_rate'; did you mean 'train.lr_patience'\?"):
+    # The message names --set, not the file, as the source; `lr` (a part of lr_rate) before lr_patience.
+    with pytest.raises(UserError, match=r"^--set train.lr_rate=0.1: unknown key 'train.lr_rate'; did you mean "
+                                        r"'train.lr'\?"):
         load_config(write(tmp_path, ""), ["train.lr_rate=0.1"])
-    with pytest.raises(UserError, match=r"train.save_every=0 is out of range"):
+    with pytest.raises(UserError, match=r"^--set train.save_every=0: train.save_every=0 is out of range"):
         load_config(write(tmp_path, ""), ["train.save_every=0"])
+    with pytest.raises(UserError, match=r"c.yaml: config: unknown key 'train.lr_rate'"):  # from the file: the file
+        load_config(write(tmp_path, "train:\n  lr_rate: 0.1\n"), ["train.lr=0.1"])
     assert load_config(write(tmp_path, ""), ["train.save_every=100"]).train.save_every == 100
 
 

@@ -1,4 +1,6 @@
-"""`attnmt serve`: every endpoint, every bad request, the dynamic batcher, the OpenAPI schema, the CLI.
+"""`attnmt serve`: every endpoint, every bad request, batching through the app, the OpenAPI schema, the CLI.
+
+The batcher on its own, the bounded queue and big requests split into chunks: tests/test_serve_load.py.
 
 The app is driven in-process with FastAPI's TestClient (inside ``with``, so that the lifespan starts
 the batcher). Models: the session's tiny rnnsearch and a tiny Transformer trained here in seconds.
@@ -6,9 +8,8 @@ the batcher). Models: the session's tiny rnnsearch and a tiny Transformer traine
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
+import logging
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -24,7 +25,6 @@ with warnings.catch_warnings():  # newer Starlette warns, on import, that its Te
     from fastapi.testclient import TestClient
 
 from attnmt.serve import Limits, create_app
-from attnmt.serve.batching import DynamicBatcher
 from attnmt.serve.engine import parse_model_spec
 from attnmt.translator import load
 from tests.conftest import tiny_config
@@ -200,6 +200,24 @@ def test_a_path_as_text_is_translated_not_read(client):
 
 # ---------------------------------------------------------------------------------- bad requests
 
+# Values that pass a type check and used to crash decoding (a 500 with tracebacks in the log) or to
+# pass silently (an empty translation for temperature 1e-300).
+HOSTILE_VALUES = [
+    ({"text": SENTENCE, "sample": True, "seed": 2**70}, 422, "seed", "less than or equal to 17592186044415"),
+    ({"text": SENTENCE, "sample": True, "seed": 2**44}, 422, "seed", "less than or equal to 17592186044415"),
+    ({"text": SENTENCE, "sample": True, "temperature": 1e-300}, 422, "temperature", "greater than or equal to 0.01"),
+    ({"text": SENTENCE, "sample": True, "temperature": 1e300}, 422, "temperature", "less than or equal to 100"),
+    ({"text": SENTENCE, "sample": True, "top_k": 2**70}, 422, "top_k", "less than or equal to 1000000"),
+    ({"text": SENTENCE, "min_len": 2**70}, 422, "min_len", "less than or equal to 10000"),
+    ({"text": SENTENCE, "no_repeat_ngram": 2**70}, 422, "no_repeat_ngram", "less than or equal to 10000"),
+    ({"text": SENTENCE, "beam": 2**70}, 422, "beam", "allowed: 1 to 10"),
+    ({"text": SENTENCE, "n_best": 2**70}, 422, "n_best", "allowed: 1 to 3"),
+    ({"text": SENTENCE, "length_penalty": 1e300}, 422, "length_penalty", "less than or equal to 10"),
+    # 32 sentences of 40 tokens at beam 10 and n_best 10: 32 x 10 x 10 x 41 = 131,200 > 100,000
+    ({"texts": [" ".join([SENTENCE] * 10)] * 32, "beam": 10, "n_best": 10}, 422, "texts",
+     "the request's cost is 131,200"),
+]
+
 BAD_REQUESTS = [
     # (body, status, field, words in the message)
     ({"text": ""}, 422, "text", "empty"),
@@ -214,8 +232,8 @@ BAD_REQUESTS = [
     ({"text": SENTENCE, "n_best": 0}, 422, "n_best", "greater than or equal to 1"),
     ({"text": SENTENCE, "beam": 2, "n_best": 3}, 422, "n_best", "1 to 2"),
     ({"text": SENTENCE, "n_best": 4}, 422, "n_best", "beam (3)"),  # the model's default beam is 3
-    ({"text": SENTENCE, "model": "nope"}, 422, "model", "available: rnn, tf"),
-    ({"text": SENTENCE, "model": "/etc/passwd"}, 422, "model", "unknown model"),
+    ({"text": SENTENCE, "model": "nope"}, 404, "model", "available: rnn, tf"),
+    ({"text": SENTENCE, "model": "/etc/passwd"}, 404, "model", "unknown model"),
     ({"text": 5}, 422, "text", "string"),
     ({"texts": "not a list"}, 422, "texts", "list"),
     ({"texts": [SENTENCE, 7]}, 422, "texts[1]", "string"),
@@ -235,7 +253,7 @@ BAD_REQUESTS = [
     ({"text": SENTENCE, "sample": True, "top_p": 1.5}, 422, "top_p", "less than or equal to 1"),
     ({"text": SENTENCE, "sample": True, "top_p": 0}, 422, "top_p", "greater than 0"),
     ({"text": SENTENCE, "sample": True, "top_k": -1}, 422, "top_k", "greater than or equal to 0"),
-    ({"text": SENTENCE, "sample": True, "temperature": 0}, 422, "temperature", "greater than 0"),
+    ({"text": SENTENCE, "sample": True, "temperature": 0}, 422, "temperature", "greater than or equal to 0.01"),
     ({"text": SENTENCE, "sample": True, "temperature": "hot"}, 422, "temperature", "number"),
     ({"text": SENTENCE, "sample": True, "seed": -1}, 422, "seed", "greater than or equal to 0"),
     ({"text": SENTENCE, "sample": True, "beam": 3}, 422, "beam", "beam=3 with sample"),
@@ -243,6 +261,7 @@ BAD_REQUESTS = [
     ({"text": SENTENCE, "length_penalty": "long"}, 422, "length_penalty", "number"),
     ({"text": SENTENCE, "sample": True, "coverage_penalty": 0.2}, 422, "coverage_penalty", "leave it out to sample"),
     ({"text": SENTENCE, "sample": True, "n_best": 11}, 422, "n_best", "allowed: 1 to 10"),
+    *HOSTILE_VALUES,
     ({}, 422, "text", "exactly one"),
     ({"text": SENTENCE, "texts": [SENTENCE]}, 422, "text", "exactly one"),
     ([SENTENCE], 422, "body", "JSON object"),
@@ -257,6 +276,13 @@ def test_bad_request_names_the_field(client, body, status, field, words):
     assert set(answer) == {"error"} and set(answer["error"]) == {"field", "message"}
     assert answer["error"]["field"] == field
     assert words in answer["error"]["message"]
+
+
+def test_hostile_values_leave_no_traceback_in_the_log(client, caplog):
+    with caplog.at_level(logging.WARNING):
+        for body, status, _, _ in HOSTILE_VALUES:
+            assert post(client, body)[0] == status
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
 
 
 @pytest.mark.parametrize("raw", [b"{bad json", b'{"text": "a",}', b"\xff\xfe", b"nul\x00l"])
@@ -394,81 +420,6 @@ def test_sampling_requests_are_decoded_on_their_own(tiny_model):
     assert answers[0]["translations"] == answers[1]["translations"] == answers[2]["translations"]
 
 
-def _run(coro):
-    return asyncio.run(coro)
-
-
-def test_batcher_groups_by_key_and_never_splits_a_job():
-    calls: list[tuple[str, list[int]]] = []
-
-    def run_batch(key, items):
-        calls.append((key, list(items)))
-        return [i * 10 for i in items]
-
-    async def main():
-        batcher = DynamicBatcher(run_batch, max_batch_size=4, max_wait_s=0.2)
-        batcher.start()
-        jobs = [("a", [1, 2]), ("b", [3]), ("a", [4, 5]), ("a", [6]), ("a", [7, 8, 9, 10, 11])]
-        results = await asyncio.gather(*(batcher.submit(k, items) for k, items in jobs))
-        await batcher.stop()
-        return results
-
-    results = _run(main())
-    assert [r for r, _ in results] == [[10, 20], [30], [40, 50], [60], [70, 80, 90, 100, 110]]
-    assert sorted(calls) == [("a", [1, 2, 4, 5]), ("a", [6]), ("a", [7, 8, 9, 10, 11]), ("b", [3])]
-    info = results[0][1]
-    assert info.batch_items == 4 and info.batch_jobs == 2
-
-
-def test_batcher_keeps_the_event_loop_free_while_decoding():
-    started, release = threading.Event(), threading.Event()
-    decoded_in: list[str] = []
-
-    def slow(key, items):
-        started.set()
-        decoded_in.append(threading.current_thread().name)
-        release.wait(timeout=30)  # a decode that lasts until the event loop says so
-        return items
-
-    async def main():
-        batcher = DynamicBatcher(slow, max_batch_size=8, max_wait_s=0.0)
-        batcher.start()
-        job = asyncio.ensure_future(batcher.submit("k", [1]))
-        while not started.is_set():
-            await asyncio.sleep(0.001)
-        for _ in range(5):  # the loop keeps running while the decode is under way ...
-            await asyncio.sleep(0)
-        still_decoding = not job.done()
-        release.set()  # ... and only the loop can end it
-        result = await job
-        await batcher.stop()
-        return still_decoding, result
-
-    still_decoding, (result, info) = _run(main())
-    assert still_decoding and result == [1]
-    assert decoded_in and decoded_in[0] != threading.current_thread().name  # a worker thread decoded it
-
-
-def test_batcher_failure_is_per_batch_and_stop_fails_waiting_jobs():
-    def run_batch(key, items):
-        if key == "bad":
-            raise ValueError("bad batch")
-        return items
-
-    async def main():
-        batcher = DynamicBatcher(run_batch, max_batch_size=8, max_wait_s=0.05)
-        batcher.start()
-        bad, good = await asyncio.gather(batcher.submit("bad", [1]), batcher.submit("good", [2]),
-                                         return_exceptions=True)
-        await batcher.stop()
-        with pytest.raises(RuntimeError, match="not running"):
-            await batcher.submit("good", [3])
-        return bad, good
-
-    bad, good = _run(main())
-    assert isinstance(bad, ValueError) and good[0] == [2]
-
-
 # ---------------------------------------------------------------------------- schema, page, CLI
 
 
@@ -525,9 +476,15 @@ def test_cli_serve_reports_bad_models_in_one_line(tmp_path, tiny_model, capsys):
     from attnmt.cli import main
 
     assert main(["serve", "--model", str(tmp_path / "missing")]) == 2
-    assert "not an attnmt model folder" in capsys.readouterr().err
+    assert "no such folder" in capsys.readouterr().err
     assert main(["serve", "--model", f"a={tiny_model}", "--model", f"a={tiny_model}"]) == 2
     assert "two models are named 'a'" in capsys.readouterr().err
     assert main(["serve", "--model", str(tiny_model), "--max-beam", "0"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--max-beam" in err
+    for flags, words in ((["--max-queue-sentences", "10"], "--max-queue-sentences 10 is below --max-texts 32"),
+                         (["--max-queue-cost", "0"], "--max-queue-cost=0"),
+                         (["--max-batch-cost", "0"], "--max-batch-cost 0.0 is out of range")):
+        assert main(["serve", "--model", str(tiny_model), *flags]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and words in err, err

@@ -255,8 +255,22 @@ def test_training_from_the_store_equals_training_in_memory(tiny_corpus, tmp_path
     assert not (tmp_path / "memory" / "store").exists()
 
 
-def test_a_data_train_list_with_an_in_memory_setting_is_one_clear_line(tiny_corpus, tmp_path):
+def test_a_data_train_list_takes_held_out_pairs_and_transforms(tiny_corpus, tmp_path):
+    """Held-out pairs leave every corpus; the transforms' pairs come last, each read once an epoch, and
+    the corpora keep the shares their weights give them."""
+    from attnmt.data.order import epoch_counts
+
     config = store_config(tiny_corpus)
-    config.data.valid_size = 10
-    with pytest.raises(UserError, match="data.valid_size works on the training text in memory"):
-        train(config, tmp_path / "m", quiet=True)
+    files = {"src": str(tiny_corpus / "train.src"), "tgt": str(tiny_corpus / "train.tgt"), "tsv": None}
+    config.data.train_src = config.data.train_tgt = config.data.valid_src = config.data.valid_tgt = None
+    config.data.train = [{"name": "a", **files, "weight": 1.0}, {"name": "b", **files, "weight": 3.0}]
+    config.data.valid_size, config.data.test_size = 10, 4
+    config.data.transforms = [{"name": "joined_pairs", "count": 30, "max_parts": 2}]
+    store = StoreData(prepare(config, tmp_path / "m", workers=1, progress=False)["location"])
+    a, b, added = store.meta["corpora"]
+    assert (a["name"], b["name"], added["name"]) == ("a", "b", "transforms")
+    lines = len((tiny_corpus / "train.src").read_text(encoding="utf-8").splitlines())
+    assert a["total"] + b["total"] == 2 * lines - 14 and added["total"] == 30 and 0 < added["kept"] <= 30
+    assert len((store.folder / "valid.src").read_text(encoding="utf-8").splitlines()) == 10
+    n = a["kept"] + b["kept"]
+    assert epoch_counts(store.corpora) == [round(n / 4), round(3 * n / 4), added["kept"]]

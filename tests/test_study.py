@@ -27,8 +27,6 @@ from attnmt.study.data import _multi30k_long_splits
 from attnmt.translator import load
 from tests.conftest import tiny_config
 
-REPO = Path(__file__).resolve().parents[1]
-
 
 def minimal(**changes) -> dict:
     raw = {"name": "t", "data": {"synthetic": {"train": 10, "valid": 2, "test": 4, "min_len": 3, "max_len": 6}},
@@ -63,6 +61,8 @@ def test_minimal_study_is_valid():
     ({"evaluation": {"models": {"a": {"length_penalty": -1}}}}, "evaluation.models.a.length_penalty"),
     ({"alignment": {"threshold": 0}}, "alignment.threshold"),
     ({"data": {"multi30k_long": {}}}, "exactly one"),
+    ({"evaluation": {"test_short": 5}}, "evaluation.test_short adds held-out single sentences of data.tatoeba_long"),
+    ({"evaluation": {"test_short": -1}}, "evaluation.test_short"),
 ])
 def test_invalid_studies_name_the_key(change, message):
     raw = minimal()
@@ -126,15 +126,15 @@ def test_a_study_can_build_on_a_base_study(tmp_path):
         load_study(tmp_path / "derived.yaml")
 
 
-def test_shipped_studies_are_valid():
-    studies = {path.name: load_study(path) for path in sorted((REPO / "studies").glob("*.yaml"))}
-    for name in ("synthetic.yaml", "multi30k_long.yaml", "real_bottleneck.yaml", "real_bottleneck_50.yaml"):
-        assert len(studies[name].seeds) >= 3
-    rnnsearch50 = studies["real_bottleneck_50.yaml"]  # base: real_bottleneck.yaml
-    assert rnnsearch50.data.tatoeba_long.train_max_words == 50 and rnnsearch50.evaluation.beam == 5
-    assert [m.name for m in rnnsearch50.models] == [m.name for m in studies["real_bottleneck.yaml"].models]
-    derived = load_study(REPO / "studies" / "real_bottleneck_len50.yaml")  # base: real_bottleneck_budget.yaml ...
-    assert derived.data.tatoeba_long.train_max_words == 50 and derived.data.tatoeba_long.test_max_words == 69
+def test_data_locations_have_no_default_and_a_missing_one_names_its_key():
+    for source, key in (("multi30k_long", "dir"), ("tatoeba_long", "tatoeba")):
+        raw = {**minimal(), "data": {source: {}}}
+        with pytest.raises(UserError, match=f"^config: data.{source}.{key} is not set; give the path of"):
+            study_from_dict(raw)
+        assert study_from_dict({**raw, "data": {source: {key: "somewhere"}}}).data  # given: valid
+
+
+# (The shipped study specs are checked, and run at tiny size, in tests/test_recipes_study.py.)
 
 
 # ---------------------------------------------------------------- long pairs from captions

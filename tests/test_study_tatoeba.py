@@ -15,7 +15,7 @@ import yaml
 from attnmt.errors import UserError
 from attnmt.study import load_study, run_study, study_from_dict
 from attnmt.study.aggregate import length_ratio, repeats, seeds_interval
-from attnmt.study.data import join_to_lengths, tatoeba_long_splits
+from attnmt.study.data import StudyData, join_to_lengths, prepare_data, tatoeba_long_splits
 from attnmt.study.report import findings
 from attnmt.study.spec import TatoebaLongData
 
@@ -98,46 +98,57 @@ def test_tatoeba_long_splits_hold_out_whole_sentences(tmp_path):
     assert all(s == s.upper() and t == t.lower() for s, t in flipped["test"])  # French -> English
 
 
-def test_test_short_adds_unused_held_out_singles_and_changes_nothing_else(tmp_path):
-    tsv, m30k = write_corpus(tmp_path, n=600)
-    cfg = TatoebaLongData(tatoeba=str(tsv), multi30k=str(m30k), train_max_words=12, train_joined=30, held_out=300,
-                          valid=10, test=20, test_max_words=30, natural_min_words=15, seed=3)
-    plain = tatoeba_long_splits(cfg, tmp_path)
-    more = tatoeba_long_splits(TatoebaLongData(**{**cfg.__dict__, "test_short": 25, "test_short_max_words": 5}),
-                               tmp_path)
-    assert {k: v for k, v in more.items() if k != "test"} == {k: v for k, v in plain.items() if k != "test"}
-    joined, added = more["test"][: len(plain["test"])], more["test"][len(plain["test"]):]
-    assert joined == plain["test"] and len(added) == 25
-    assert all(len(ids(s)) == 1 and ids(s) == ids(t) and len(s.split()) <= 5 for s, t in added)  # single sentences
-    held = set().union(*(ids(s) for s, _ in joined))
-    assert not set().union(*(ids(s) for s, _ in added)) & held  # none the joins used
-    assert not set().union(*(ids(s) for s, _ in added)) & set().union(*(ids(s) for s, _ in more["train"]))
-    assert len({s for s, _ in added}) == 25
-    every = tatoeba_long_splits(TatoebaLongData(**{**cfg.__dict__, "test_short": 10_000}), tmp_path)
-    assert 25 < len(every["test"]) - len(plain["test"]) < 300  # as many as the held-out sentences leave
-
-
-def test_a_models_from_study_may_add_short_test_pairs_only(tmp_path):
-    tsv, m30k = write_corpus(tmp_path, n=600)
-    owner = {
+def tiny_tatoeba_study(tsv: Path, m30k: Path, **evaluation) -> dict:
+    return {
         "name": "tinyowner",
         "data": {"tatoeba_long": {"tatoeba": str(tsv), "multi30k": str(m30k), "train_max_words": 12,
                                   "train_joined": 30, "held_out": 300, "valid": 10, "test": 20,
-                                  "test_max_words": 30, "natural_min_words": 15}},
+                                  "test_max_words": 30, "natural_min_words": 15, "seed": 3}},
         "seeds": [1],
         "defaults": {"data": {"tokenizer": "word", "max_len": 60},
                      "model": {"emb_size": 16, "hidden_size": 24, "dropout": 0.0},
                      "train": {"max_steps": 4, "batch_tokens": 300, "valid_every": 4, "valid_bleu_sample": 0,
                                "tensorboard": False, "threads": 1}},
         "models": [{"name": "s2s", "overrides": {"model": {"type": "seq2seq"}}}],
-        "evaluation": {"bucket_edges": [1, 10, 20, 31], "bootstrap": 0},
+        "evaluation": {"bucket_edges": [1, 10, 20, 31], "bootstrap": 0, **evaluation},
         "heatmaps": None,
     }
-    (tmp_path / "tinyowner.yaml").write_text(yaml.safe_dump(owner), encoding="utf-8")
+
+
+def read_split(data: StudyData, split: str) -> list[tuple[str, str]]:
+    return list(zip(*((data.directory / f"{split}.{side}").read_text(encoding="utf-8").splitlines()
+                      for side in ("src", "tgt"))))
+
+
+def test_test_short_adds_unused_held_out_singles_and_changes_nothing_else(tmp_path):
+    tsv, m30k = write_corpus(tmp_path, n=600)
+
+    def prepared(name: str, **evaluation) -> StudyData:
+        return prepare_data(study_from_dict(tiny_tatoeba_study(tsv, m30k, **evaluation)), tmp_path / name)
+
+    plain, more = prepared("plain"), prepared("more", test_short=25, test_short_max_words=5)
+    for split in ("train", "valid", "natural"):
+        assert read_split(more, split) == read_split(plain, split), split
+    assert more.training_fingerprint == plain.training_fingerprint == plain.fingerprint != more.fingerprint
+    test = read_split(more, "test")
+    joined, added = test[: len(read_split(plain, "test"))], test[len(read_split(plain, "test")):]
+    assert joined == read_split(plain, "test") and len(added) == 25
+    assert all(len(ids(s)) == 1 and ids(s) == ids(t) and len(s.split()) <= 5 for s, t in added)  # single sentences
+    held = set().union(*(ids(s) for s, _ in joined))
+    assert not set().union(*(ids(s) for s, _ in added)) & held  # none the joins used
+    assert not set().union(*(ids(s) for s, _ in added)) & set().union(*(ids(s) for s, _ in read_split(more, "train")))
+    assert len({s for s, _ in added}) == 25
+    every = prepared("every", test_short=10_000)
+    assert 25 < len(every.test_src) - len(plain.test_src) < 300  # as many as the held-out sentences leave
+
+
+def test_a_models_from_study_may_add_short_test_pairs_only(tmp_path):
+    tsv, m30k = write_corpus(tmp_path, n=600)
+    (tmp_path / "tinyowner.yaml").write_text(yaml.safe_dump(tiny_tatoeba_study(tsv, m30k)), encoding="utf-8")
     first = run_study(tmp_path / "tinyowner.yaml", out=tmp_path / "runs" / "study-tinyowner", quiet=True).summary
     short = tmp_path / "tinyshort.yaml"
     short.write_text(yaml.safe_dump({"models_from": "tinyowner.yaml", "name": "tinyshort",
-                                     "data": {"tatoeba_long": {"test_short": 40}}}), encoding="utf-8")
+                                     "evaluation": {"test_short": 40}}), encoding="utf-8")
     second = run_study(short, out=tmp_path / "runs" / "study-tinyshort", quiet=True).summary
     assert [r["action"] for r in second["runs"]] == ["reused"]  # the owner's model, not trained again
     assert second["data"]["train"] == first["data"]["train"]
@@ -146,17 +157,16 @@ def test_a_models_from_study_may_add_short_test_pairs_only(tmp_path):
     assert shortest[1] == shortest[0] + 40 and second["models"]["s2s"]["buckets"][1:] == \
         first["models"]["s2s"]["buckets"][1:]  # the other buckets: the same pairs, the same translations
 
-    for data, key in (({"tatoeba_long": {"test": 50}}, "data.tatoeba_long.test"), ({"synthetic": {}}, "data"),
-                      ("x", "data")):
+    for data in ({"tatoeba_long": {"test": 50}}, {"synthetic": {}}, "x"):
         short.write_text(yaml.safe_dump({"models_from": "tinyowner.yaml", "data": data}), encoding="utf-8")
-        with pytest.raises(UserError, match=f"models_from takes {key} from its owner"):
+        with pytest.raises(UserError, match="models_from takes data from tinyowner.yaml; remove data here"):
             load_study(short)
-    synthetic = {**owner, "data": {"synthetic": {"train": 50, "valid": 5, "test": 5}}}
+    synthetic = {**tiny_tatoeba_study(tsv, m30k), "data": {"synthetic": {"train": 50, "valid": 5, "test": 5}}}
     (tmp_path / "tinysynthetic.yaml").write_text(yaml.safe_dump(synthetic), encoding="utf-8")
-    short.write_text(yaml.safe_dump({"models_from": "tinysynthetic.yaml", "data": {"tatoeba_long": {"test_short": 5}}}),
+    short.write_text(yaml.safe_dump({"models_from": "tinysynthetic.yaml", "evaluation": {"test_short": 5}}),
                      encoding="utf-8")
-    with pytest.raises(UserError, match="data.tatoeba_long: tinysynthetic.yaml, whose models this study measures, "
-                                        "has no data.tatoeba_long"):
+    with pytest.raises(UserError, match="evaluation.test_short adds held-out single sentences of data.tatoeba_long; "
+                                        "this study has no data.tatoeba_long"):
         load_study(short)
 
 
@@ -252,18 +262,18 @@ def test_length_ratio_counts_sacrebleu_tokens():
 # ---------------------------------------------------------------- the shipped study on the real data
 
 
-@pytest.mark.skipif(not (SHARED / "tatoeba" / "fra-eng.tsv.gz").is_file() or not (SHARED / "multi30k").is_dir(),
-                    reason="needs ../shared/data/tatoeba/fra-eng.tsv.gz and ../shared/data/multi30k (real data, "
-                           "not in the repository)")
-def test_real_bottleneck_study_data():
-    study = load_study(REPO / "studies" / "real_bottleneck.yaml")
+@pytest.mark.skipif(not (SHARED / "tatoeba" / "fra-eng.tsv.gz").is_file(),
+                    reason="needs ../shared/data/tatoeba/fra-eng.tsv.gz (real data, not in the repository)")
+def test_the_bottleneck_recipe_data(tmp_path):
+    study = load_study(REPO / "recipes" / "bottleneck_enfr" / "study.yaml",
+                       [f"data.tatoeba_long.tatoeba={SHARED / 'tatoeba' / 'fra-eng.tsv.gz'}"])
     assert len(study.seeds) == 3 and len(study.models) == 4
     cfg = study.data.tatoeba_long
-    splits = tatoeba_long_splits(cfg, REPO / "studies")
-    train = {s for s, _ in splits["train"]}
-    assert not any(s in train for s, _ in splits["natural"])
-    lengths = [len(s.split()) for s, _ in splits["test"]]
+    data = prepare_data(study, tmp_path)
+    train = {s for s, _ in read_split(data, "train")}
+    assert not any(s in train for s, _ in read_split(data, "natural"))
+    assert not any(s in train for s in data.test_src)  # no test sentence, joined or added, was trained on
     edges = study.evaluation.bucket_edges
     for lo, hi in itertools.pairwise(edges):
-        assert sum(lo <= n < hi for n in lengths) >= 50, (lo, hi)  # every bucket is measured on enough pairs
+        assert sum(lo <= n < hi for n in data.test_lengths) >= 100, (lo, hi)  # every bucket has enough pairs
     assert max(len(s.split()) for s in train) <= cfg.train_max_words < edges[-2]  # the last bucket is beyond training

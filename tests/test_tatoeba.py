@@ -134,7 +134,6 @@ def test_split_sizes_edge_cases() -> None:
     ({"test_size": -1}, "data.test_size=-1"),
     ({"valid_size": 10, "valid_tsv": "v.tsv"}, "use one or the other"),
     ({"test_size": 10, "test_src": "t.zh", "test_tgt": "t.en"}, "use one or the other"),
-    ({"test_size": 10, "synthetic": True}, "synthetic"),
 ])
 def test_config_checks_the_new_data_fields(fields: dict, fragment: str) -> None:
     with pytest.raises(UserError, match="config: ") as error:
@@ -154,14 +153,14 @@ def test_tsv_columns_choose_the_direction(tmp_path: Path) -> None:
         read_split(DataConfig(train_tsv=str(path), tsv_src_column=3), "train")
 
 
-@pytest.mark.parametrize("name, src_col, src_lang", [("tatoeba_zh_en_rnnsearch", 1, "zh"),
-                                                       ("tatoeba_en_zh_rnnsearch", 0, "en")])
+@pytest.mark.parametrize("name, src_col, src_lang", [("zh_en_rnnsearch", 1, "zh"), ("zh_en_luong", 1, "zh"),
+                                                       ("en_zh_rnnsearch", 0, "en")])
 def test_the_tatoeba_configs(name: str, src_col: int, src_lang: str) -> None:
-    path = REPO / "configs" / f"{name}.yaml"
+    path = REPO / "recipes" / "chinese" / f"{name}.yaml"
     assert "shared" not in path.read_text(encoding="utf-8").split("\nname:")[1]  # no ../shared in the values
     config = load_config(path)
     d = config.data
-    assert config.name == name
+    assert config.name == f"tatoeba_{name}"
     assert (d.tsv_src_column, d.tsv_tgt_column, d.src_lang) == (src_col, 1 - src_col, src_lang)
     assert d.train_tsv == str((REPO / "data" / "tatoeba" / "cmn-eng.tsv.gz").resolve())
     assert d.valid_size > 0 and d.test_size > 0 and not d.joint_vocab and d.tokenizer in ("unigram", "bpe")
@@ -293,7 +292,7 @@ def test_the_real_tatoeba_file_reads_and_splits_without_leaks(tmp_path: Path) ->
     from attnmt.data.tokenize import train_tokenizer
 
     path = SHARED_TATOEBA / "cmn-eng.tsv.gz"
-    config = load_config(REPO / "configs" / "tatoeba_zh_en_rnnsearch.yaml", [f"data.train_tsv={path}"])
+    config = load_config(REPO / "recipes" / "chinese" / "zh_en_rnnsearch.yaml", [f"data.train_tsv={path}"])
     pairs = read_split(config.data, "train")
     assert len(pairs) > 29000
     assert pairs[0] == ("嗨。", "Hi.")
@@ -312,4 +311,4 @@ def test_the_real_tatoeba_file_reads_and_splits_without_leaks(tmp_path: Path) ->
     # Chinese needs no spaces: the config's unigram model of the training side splits 我爱你 into known pieces
     tokenizer = train_tokenizer(d.tokenizer, [zh for zh, _ in train], d.vocab_size, tmp_path, "src")
     pieces = tokenizer.encode("我爱你")
-    assert pieces == ["▁我", "爱", "你"]  # one piece a character, as configs/tatoeba_*.yaml say
+    assert pieces == ["▁我", "爱", "你"]  # one piece a character, as recipes/chinese/*.yaml say

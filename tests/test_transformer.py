@@ -229,7 +229,7 @@ def test_beam_one_equals_greedy_and_beam_scores_match_forward():
 
 
 def test_multi30k_transformer_config_loads():
-    cfg = load_config(ROOT / "configs" / "multi30k_de_en_transformer.yaml")
+    cfg = load_config(ROOT / "recipes" / "multi30k" / "de_en_transformer.yaml")
     assert cfg.model.type == "transformer"
     assert cfg.model.share_embeddings and cfg.model.tie_embeddings and cfg.data.joint_vocab
     assert cfg.data.src_lang == "de" and cfg.data.tgt_lang == "en"

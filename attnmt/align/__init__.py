@@ -6,10 +6,18 @@
   (argmax, threshold, shift, mutual, shift-mutual), and the soft symmetrization ``agreement``;
 * :mod:`attnmt.align.scores`: AER, precision, recall;
 * :mod:`attnmt.align.eflomal`: the statistical aligner's links, the baseline of every report;
-* :mod:`attnmt.align.command`: what ``attnmt align`` does.
+* :mod:`attnmt.align.command`: what ``attnmt align`` does, and ``align_translations`` (links for a
+  Translator's output: ``attnmt translate --alignments``, the server).
 """
 
-from attnmt.align.command import ATTENTION_SYMMETRIZATIONS, AlignResult, align_files, align_pairs, attention_rows
+from attnmt.align.command import (
+                                  ATTENTION_SYMMETRIZATIONS,
+                                  AlignResult,
+                                  align_files,
+                                  align_pairs,
+                                  align_translations,
+                                  attention_rows,
+)
 from attnmt.align.eflomal import eflomal_align
 from attnmt.align.extract import (
                                   METHODS,
@@ -40,8 +48,8 @@ from attnmt.align.links import (
 )
 from attnmt.align.scores import AlignmentScores, format_scores, score_alignments
 
-__all__ = ["ATTENTION_SYMMETRIZATIONS", "METHODS", "SYMMETRIZATIONS", "AlignResult", "AlignmentScores",
-           "GoldAlignment", "Link", "WordAttention", "agreement_links", "align_files", "align_pairs",
+__all__ = ["ATTENTION_SYMMETRIZATIONS", "METHODS", "SYMMETRIZATIONS", "AlignResult", "AlignmentScores", "GoldAlignment",
+           "Link", "WordAttention", "agreement_links", "align_files", "align_pairs", "align_translations",
            "attention_rows", "argmax_links", "attention_matrices", "diagonal_links", "eflomal_align",
            "extract_alignments", "format_links", "format_scores", "grow_diag_final_and", "links_from_attention",
            "mean_attention", "model_method", "mutual_links", "parse_gold", "parse_links", "read_gold", "read_links",

@@ -85,6 +85,25 @@ def align_pairs(translator, sources: Sequence[str], targets: Sequence[str], meth
     return rows[f"attention {method} {symmetrization or 'intersection'}"]
 
 
+def align_translations(translator, translations: list, method: str | None = None, threshold: float = 0.5,
+                       layer: int | None = None, head: int | None = None, reverse=None,
+                       symmetrization: str | None = None) -> list:
+    """Fill each :class:`attnmt.translator.Translation`'s ``alignment``: word links between the source's
+    whitespace words and the output's, read off the attention of a teacher-forced pass over the output
+    (:func:`align_pairs`; the same methods and symmetrization as ``attnmt align``; ``method`` None: the
+    model's own, ``shift`` for a model guided on that row, else ``argmax``). An ensemble aligns with the
+    mean of its members' attention, as ``attnmt align --model A --model B``; ``reverse`` may be a
+    translator, an ensemble's, or a list of translators. Returns ``translations``."""
+    todo = [t for t in translations if t.source.split() and t.text.split()]
+    found = align_pairs(translator, [t.source for t in todo], [t.text for t in todo], method, threshold, layer, head,
+                        reverse, symmetrization)
+    for t in translations:
+        t.alignment = set()
+    for t, links in zip(todo, found):
+        t.alignment = links
+    return translations
+
+
 def attention_rows(translator, sources: Sequence[str], targets: Sequence[str], methods: Sequence[str],
                    threshold: float = 0.5, layer: int | None = None, head: int | None = None,
                    reverse=None) -> dict[str, list[set[Link]]]:

@@ -249,8 +249,9 @@ def choose_attention(model, attention: torch.Tensor | None, layer: int | None = 
 def model_method(config) -> str:
     """The extraction method a model is read with by default: ``shift`` for a model whose guided
     alignment supervised the row that has read each word (train.guided_alignment.row), else ``argmax``."""
-    guided = config.train.guided_alignment
-    return "shift" if guided.links is not None and guided.row == "shift" else "argmax"
+    from attnmt.config import is_guided
+
+    return "shift" if is_guided(config) and config.train.guided_alignment.row == "shift" else "argmax"
 
 
 def guided_head(config, layer: int | None, head: int | None) -> tuple[int | None, int | None, bool]:
@@ -258,8 +259,10 @@ def guided_head(config, layer: int | None, head: int | None) -> tuple[int | None
     supervised (train.guided_alignment.layer / head): a guided model is read where it was taught.
     The third value says whether that attention comes from the full-context pass: only the supervised
     head of a model guided with ``full_context``; every other head was trained in the causal pass."""
+    from attnmt.config import is_guided
+
     guided = config.train.guided_alignment
-    if guided.links is None:
+    if not is_guided(config):
         return layer, head, False
     if layer is None and head is None:
         return guided.layer, guided.head, guided.full_context

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import typing
 
 from attnmt.cli import around, training, translating
 from attnmt.cli.common import ALIGN_METHODS, SYMMETRIZATIONS
@@ -21,10 +22,18 @@ __all__ = ["ALIGN_METHODS", "SYMMETRIZATIONS", "build_parser", "main"]
 COMMAND_MODULES = (training, translating, around)  # in the order of `attnmt --help`
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, whose errors are one line that points to --help instead of the whole usage."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        command = self.prog.partition(" ")[2]  # "attnmt translate": "translate"; "" for attnmt itself
+        self.exit(2, f"attnmt: error: {command + ': ' if command else ''}{message}; see {self.prog} --help\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from attnmt import __version__
 
-    parser = argparse.ArgumentParser(prog="attnmt", description="Neural machine translation with attention.")
+    parser = Parser(prog="attnmt", description="Neural machine translation with attention.")
     parser.add_argument("--version", action="version", version=f"attnmt {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for module in COMMAND_MODULES:

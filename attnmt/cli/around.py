@@ -41,8 +41,9 @@ def cmd_serve(args) -> None:
 
     serve(args.model, host=args.host, port=args.port, max_batch_size=args.max_batch_size,
           max_wait_ms=args.max_wait_ms, max_texts=args.max_texts, max_text_chars=args.max_text_chars,
-          max_beam=args.max_beam, checkpoint=args.checkpoint, threads=args.threads, log_level=args.log_level,
-          int8=args.int8)
+          max_beam=args.max_beam, max_queue_sentences=args.max_queue_sentences, max_queue_cost=args.max_queue_cost,
+          max_batch_cost=args.max_batch_cost, checkpoint=args.checkpoint, threads=args.threads,
+          log_level=args.log_level, int8=args.int8)
 
 
 def cmd_animate(args) -> None:
@@ -78,7 +79,7 @@ def register(sub) -> None:
     p.add_argument("--out", help="write the links here (default: stdout, unless --gold is given): the symmetrized "
                                  "ones, else --model's, else the first baseline's")
     p.add_argument("--json", help="also write the scores as JSON to this file")
-    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out or --json file")
     p.set_defaults(func=cmd_align)
 
     p = sub.add_parser("serve", help="serve models over HTTP: a JSON API and a page with attention heatmaps")
@@ -96,6 +97,16 @@ def register(sub) -> None:
     p.add_argument("--max-texts", type=int, default=32, help="most sentences per request (default: 32)")
     p.add_argument("--max-text-chars", type=int, default=1000, help="most characters per sentence (default: 1000)")
     p.add_argument("--max-beam", type=int, default=10, help="largest beam a request may ask for (default: 10)")
+    p.add_argument("--max-queue-sentences", type=int, default=256,
+                   help="most sentences queued or decoding; a request that would go over gets 503 with "
+                        "Retry-After (default: 256; at least --max-texts)")
+    p.add_argument("--max-queue-cost", type=int, default=100_000,
+                   help="most cost queued or decoding, a sentence costing beam x n-best x (source tokens + 1); "
+                        "over it: 503 with Retry-After, and 422 for a request that alone costs more "
+                        "(default: 100000)")
+    p.add_argument("--max-batch-cost", type=float, default=10_000,
+                   help="most cost in one batch: a larger request is split and decoded in turns with the "
+                        "others, so a small request never waits for all of it (default: 10000)")
     p.add_argument("--threads", type=int, default=None, help="torch threads for decoding (default: torch's)")
     p.add_argument("--int8", action="store_true", help="int8 linear layers: faster decoding at about the same BLEU")
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"],
@@ -107,7 +118,9 @@ def register(sub) -> None:
 def add_animate_parser(sub) -> None:
     p = sub.add_parser("animate", help="render the chapter's manim animations from real measurements (needs "
                                        "attnmt[anim])")
-    p.add_argument("scene", choices=["bottleneck", "soft-alignment"])
+    p.add_argument("scene", choices=["bottleneck", "soft-alignment"],
+                   help="bottleneck (BLEU by sentence length, seq2seq against rnnsearch) or soft-alignment (an "
+                        "attention grid filling in)")
     p.add_argument("--out", help="output file (default: SCENE.mp4, or SCENE.png with --last-frame)")
     p.add_argument("--quality", choices=["low", "medium", "high"], default="high",
                    help="480p15, 720p30 or 1080p60 (default: high)")

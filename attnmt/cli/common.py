@@ -76,8 +76,8 @@ def add_decode_args(p) -> None:
     p.add_argument("--top-p", type=float, default=None,
                    help="--sample: from the fewest most likely tokens whose probability reaches P (nucleus)")
     p.add_argument("--temperature", type=float, default=None,
-                   help="--sample: divide the log probs by T (< 1 sharper, > 1 flatter; default 1)")
-    p.add_argument("--seed", type=int, default=None, help="--sample: the random seed (default 0)")
+                   help="--sample: divide the log probs by T, 0.01 to 100 (< 1 sharper, > 1 flatter; default 1)")
+    p.add_argument("--seed", type=int, default=None, help="--sample: the random seed, 0 to 2**44 - 1 (default 0)")
 
 
 def load_translator(args):

@@ -19,9 +19,11 @@ def cmd_train(args) -> None:
 
     config = load_config(args.config, args.set)
     model_dir = Path(args.model_dir or Path("models") / config.name)
-    result = train(config, model_dir, resume=args.resume, overwrite=args.overwrite)
-    print(f"{model_dir}: {result.state.step} steps, stopped by {result.state.stop_reason}; "
-          f"best validation loss {result.state.best_valid_loss:.4f}")
+    if args.checkpoint is not None and args.init_from is None:
+        raise UserError("--checkpoint names the checkpoint of --init-from's model; add --init-from MODEL_DIR")
+    # train prints the run's lines, its closing summary last
+    train(config, model_dir, resume=args.resume, overwrite=args.overwrite, init_from=args.init_from,
+          init_checkpoint=args.checkpoint or "best")
 
 
 def cmd_prepare(args) -> None:
@@ -41,7 +43,7 @@ def cmd_prepare(args) -> None:
 def cmd_study(args) -> None:
     from attnmt.study import run_study
 
-    run_study(args.config, out=args.out, retrain=args.retrain, jobs=args.jobs, quiet=args.quiet)
+    run_study(args.config, out=args.out, retrain=args.retrain, jobs=args.jobs, quiet=args.quiet, overrides=args.set)
 
 
 def cmd_average(args) -> None:
@@ -55,14 +57,48 @@ def cmd_average(args) -> None:
     print(f"{out}: the mean of {', '.join(p.stem for p in averaged)}; use it with --checkpoint {args.name}")
 
 
-def cmd_data(args) -> None:
+def _data_multi30k(args, dest: str) -> str:
     from attnmt.data.download import download_multi30k
 
-    if args.dataset != "multi30k":
-        raise UserError(f"data: unknown dataset {args.dataset!r}; available: multi30k")
-    download_multi30k(Path(args.dest), from_dir=Path(args.from_dir) if args.from_dir else None,
-                      overwrite=args.overwrite)
-    print(f"multi30k files in {args.dest}")
+    download_multi30k(Path(dest), from_dir=Path(args.from_dir) if args.from_dir else None, overwrite=args.overwrite)
+    return f"multi30k files in {dest}"
+
+
+def _data_tatoeba(args, pair: str, dest: str) -> str:
+    from attnmt.data.download import fetch_tatoeba
+
+    return f"{pair} pairs in {fetch_tatoeba(pair, dest, source=args.from_dir, overwrite=args.overwrite)}"
+
+
+# dataset -> (how it is fetched, the positional arguments it takes after its name)
+DATASETS = {"multi30k": (_data_multi30k, ("DEST",)), "tatoeba": (_data_tatoeba, ("PAIR", "DEST"))}
+
+
+def cmd_data(args) -> None:
+    if args.dataset not in DATASETS:
+        raise UserError(f"data: unknown dataset {args.dataset!r}; available: {', '.join(DATASETS)}")
+    fetch, names = DATASETS[args.dataset]
+    if len(args.args) != len(names):
+        raise UserError(f"data {args.dataset} takes {' '.join(names)} (got {' '.join(args.args) or 'nothing'}); "
+                        f"e.g. attnmt data {args.dataset} " + ("cmn-eng data/tatoeba" if len(names) == 2
+                                                               else "data/multi30k"))
+    print(fetch(args, *args.args))
+
+
+def _register_train(sub) -> None:
+    p = sub.add_parser("train", help="train a model from a YAML config")
+    p.add_argument("config", help="YAML config (see recipes/)")
+    p.add_argument("--model-dir", help="output model folder (default: models/<config name>)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config value, e.g. --set train.lr=0.0005 (repeatable)")
+    p.add_argument("--resume", action="store_true", help="continue from the folder's last checkpoint")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing model folder")
+    p.add_argument("--init-from", metavar="MODEL_DIR",
+                   help="fine-tune: start from this trained model's weights and tokenizers (the config's model "
+                        "and tokenizer settings must be the same); optimizer, schedule and best score start fresh")
+    p.add_argument("--checkpoint", default=None,
+                   help="with --init-from: which of its checkpoints: best (default), last, averaged, stepN or ema")
+    p.set_defaults(func=cmd_train)
 
 
 def register(sub) -> None:
@@ -72,19 +108,11 @@ def register(sub) -> None:
     p.add_argument("--quick", action="store_true", help="a smaller demo: sentences up to 30 words, about 75 s")
     p.add_argument("--overwrite", action="store_true", help="replace a non-empty output folder")
     p.set_defaults(func=cmd_demo)
-
-    p = sub.add_parser("train", help="train a model from a YAML config")
-    p.add_argument("config", help="YAML config (see configs/)")
-    p.add_argument("--model-dir", help="output model folder (default: models/<config name>)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config value, e.g. --set train.lr=0.0005 (repeatable)")
-    p.add_argument("--resume", action="store_true", help="continue from the folder's last checkpoint")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing model folder")
-    p.set_defaults(func=cmd_train)
+    _register_train(sub)
 
     p = sub.add_parser("prepare", help="read, tokenize and encode a config's training corpora once into a "
                                        "memory-mapped store that train reuses")
-    p.add_argument("config", help="YAML config (see configs/)")
+    p.add_argument("config", help="YAML config (see recipes/)")
     p.add_argument("--model-dir", help="model folder whose store/ to write (default: models/<config name>); "
                                        "data.store_dir puts it in a shared folder instead")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -95,12 +123,15 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_prepare)
 
     p = sub.add_parser("study", help="train, evaluate and report a study (models x seeds) from a study YAML")
-    p.add_argument("config", help="study YAML (see studies/)")
+    p.add_argument("config", help="study YAML (see recipes/synthetic/ and recipes/bottleneck_enfr/)")
     p.add_argument("--out", help="output folder (default: runs/study-<name>); re-running reuses its models")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a study value, e.g. --set data.tatoeba_long.tatoeba=PATH (a data location "
+                        "given here is read from the current folder; repeatable)")
     p.add_argument("--retrain", action="store_true", help="train every model again")
     p.add_argument("--jobs", type=int, help="runs trained at the same time, one thread each (default: the "
                                             "study's jobs, else 1)")
-    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="print nothing while it runs (the report is still written)")
     p.set_defaults(func=cmd_study)
 
     p = sub.add_parser("average", help="average the weights of a model's last kept checkpoints "
@@ -111,9 +142,13 @@ def register(sub) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace an existing checkpoints/NAME.pt")
     p.set_defaults(func=cmd_average)
 
-    p = sub.add_parser("data", help="fetch a public corpus")
-    p.add_argument("dataset", help="multi30k")
-    p.add_argument("dest", help="destination folder")
-    p.add_argument("--from", dest="from_dir", help="copy from a local folder with the official file names")
-    p.add_argument("--overwrite", action="store_true")
+    p = sub.add_parser("data", help="fetch a public corpus: multi30k DEST, or tatoeba PAIR DEST")
+    p.add_argument("dataset", help="multi30k or tatoeba")
+    p.add_argument("args", nargs="+", metavar="ARG",
+                   help="multi30k: DEST (the folder); tatoeba: PAIR DEST, PAIR as manythings.org/anki names it "
+                        "(cmn-eng, fra-eng, deu-eng, ...), written as DEST/PAIR.tsv.gz")
+    p.add_argument("--from", dest="from_dir",
+                   help="copy a local copy instead of downloading: multi30k, a folder with the official file "
+                        "names; tatoeba, the site's PAIR.zip, its LLL.txt, a PAIR.tsv.gz, or a folder holding one")
+    p.add_argument("--overwrite", action="store_true", help="replace files that exist in the destination folder")
     p.set_defaults(func=cmd_data)

@@ -57,8 +57,10 @@ def _translate_lines(args, translator, reverse, sentences: list[str], first: int
         where = args.input if args.input and args.input != "-" else "<stdin>"
         raise SentenceTooLong(e.index + first, e.tokens, e.limit).at(where) from None
     if args.alignments:
-        translator.align(translations, args.align_method, args.threshold, args.layer, args.head, reverse,
-                         args.symmetrize)
+        from attnmt.align import align_translations
+
+        align_translations(translator, translations, args.align_method, args.threshold, args.layer, args.head,
+                           reverse, args.symmetrize)
     return translations
 
 
@@ -100,15 +102,25 @@ def cmd_evaluate(args) -> None:
     from attnmt.evaluate import evaluate_translator
     from attnmt.translator import MAX_SOURCE_TOKENS, SentenceTooLong
 
-    if args.json:  # before the work, not after it
-        refuse_overwrite(Path(args.json), args.overwrite)
+    for path in (args.json, args.output):  # before the work, not after it
+        if path:
+            refuse_overwrite(Path(path), args.overwrite)
+    if args.n_best > 1 and not args.output:
+        raise UserError("evaluate: --n-best writes N hypotheses per sentence to --output FILE; add --output")
+    if args.output:
+        given = (("--src", args.src), ("--ref", args.ref), ("--json", args.json))
+        taken = {Path(path).resolve(): flag for flag, path in given if path}
+        if (output := Path(args.output).resolve()) in taken:
+            raise UserError(f"evaluate: --output {args.output} is also the {taken[output]} file; write the "
+                            "translations to a file of their own")
     translator = load_translator(args)
     translator.max_src_tokens = MAX_SOURCE_TOKENS
     try:
         report = evaluate_translator(translator, args.src, args.ref, beam=args.beam, tokenize=args.tokenize,
                                      lowercase=args.lowercase, workers=workers(args, translator),
                                      stopping=args.stopping, length_unit=args.length_unit,
-                                     length_edges=args.length_edges, bootstrap=args.bootstrap, **decoding(args))
+                                     length_edges=args.length_edges, bootstrap=args.bootstrap,
+                                     output=args.output, n_best=args.n_best, **decoding(args))
     except SentenceTooLong as e:
         raise e.at(args.src) from None
     print(report.render())
@@ -118,7 +130,7 @@ def cmd_evaluate(args) -> None:
 
 def cmd_plot_attention(args) -> None:
     from attnmt.translator import load
-    from attnmt.viz.heatmap import plot_attention
+    from attnmt.viz.heatmap import merge_pieces, plot_attention
 
     out = Path(args.out)
     refuse_overwrite(out, args.overwrite)
@@ -129,7 +141,12 @@ def cmd_plot_attention(args) -> None:
     if tr.attention is None:
         raise UserError(f"plot-attention: {args.model} is a {translator.model_type} model, which has no attention; "
                         "use an rnnsearch or transformer model")
-    plot_attention(tr.attention, tr.src_tokens, tr.tgt_tokens + ["</s>"], out, title=tr.text)
+    alpha, src, tgt = tr.attention, tr.src_tokens, tr.tgt_tokens + ["</s>"]
+    if not args.pieces:
+        tgt_ids = translator.tgt.tokenizer.word_ids(tr.tgt_tokens)
+        alpha, src, tgt = merge_pieces(alpha, src, tgt, translator.src.tokenizer.word_ids(src),
+                                       tgt_ids + [max(tgt_ids, default=-1) + 1])
+    plot_attention(alpha, src, tgt, out, title=tr.text)
     print(f"{tr.text}\n{out}")
 
 
@@ -151,7 +168,7 @@ def register(sub) -> None:
     p.add_argument("--reverse-model", action="append",
                    help="--alignments: a model of the other direction, to symmetrize with (--symmetrize; default "
                         "intersection); repeat it for an ensemble, as --model")
-    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     p.set_defaults(func=cmd_translate)
 
     p = sub.add_parser("evaluate", help="BLEU, chrF and TER (sacreBLEU) of a model on a test set, also by length")
@@ -170,12 +187,22 @@ def register(sub) -> None:
     p.add_argument("--bootstrap", type=int, default=0, metavar="N",
                    help="a 95%% bootstrap interval for each length bucket from N resamples (e.g. 1000; default 0)")
     p.add_argument("--json", help="also write the scores as JSON to this file")
-    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--output", metavar="FILE",
+                   help="also write the translations to FILE, one detokenized line per sentence (the JSON names "
+                        "the file)")
+    p.add_argument("--n-best", type=int, default=1, metavar="N",
+                   help="--output: write the N best hypotheses of each sentence as 'i ||| text ||| score' (i from "
+                        "0, best first), as translate --n-best; the scores are the best's (default 1)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --json or --output file")
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("plot-attention", help="draw the attention heatmap of one sentence")
     add_model_args(p)
-    p.add_argument("sentence")
-    p.add_argument("--out", default="attention.png")
-    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("sentence", help="the sentence to translate, in quotes")
+    p.add_argument("--out", default="attention.png", help="the picture to write; .png, .pdf or .svg (default: "
+                                                          "attention.png)")
+    p.add_argument("--pieces", action="store_true",
+                   help="one row and column per subword piece, as the model reads and writes them (default: per "
+                        "word, the pieces' attention merged; text in a CJK script keeps its pieces)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     p.set_defaults(func=cmd_plot_attention)

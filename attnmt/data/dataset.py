@@ -41,8 +41,10 @@ class ParallelData:
     tgt_text: list[str]
     src_ids: list[list[int]]
     tgt_ids: list[list[int]]
-    # Guided alignment (attnmt/guidance.py): per pair, each target piece's linked source pieces, or None
-    guidance: list | None = None
+    # Per pair, the corpus lines it is made of (attnmt/data/transforms.py, Origin), or None for every pair
+    origins: list | None = None
+    # The training corpus's word links by line (the links transform), read by guided alignment
+    links: list | None = None
 
     def __len__(self) -> int:
         return len(self.src_ids)
@@ -59,15 +61,6 @@ def read_split(cfg: DataConfig, split: str) -> list[tuple[str, str]] | None:
     if src or tgt:
         raise UserError(f"config: data.{split}_src and data.{split}_tgt must be given together")
     return None
-
-
-def synthetic_splits(cfg: DataConfig, n_test: int = 0, seed: int = 0) -> dict[str, list[tuple[str, str]]]:
-    """The built-in synthetic language as text pairs (see attnmt.data.synthetic)."""
-    from attnmt.data.synthetic_corpus import make_splits
-
-    splits = make_splits(cfg.synthetic_train, cfg.synthetic_valid, n_test, cfg.synthetic_min_len,
-                         cfg.synthetic_max_len, seed=seed)
-    return {name: [(" ".join(p.src), " ".join(p.tgt)) for p in pairs] for name, pairs in splits.items()}
 
 
 def build_processors(cfg: DataConfig, pairs: list[tuple[str, str]],
@@ -101,8 +94,9 @@ def load_processors(model_dir: Path) -> tuple[TextProcessor, TextProcessor]:
 
 
 def encode_pairs(pairs: list[tuple[str, str]], src: TextProcessor, tgt: TextProcessor,
-                 max_len: int | None) -> tuple[ParallelData, dict]:
-    """Token ids of both sides; with max_len, empty and over-long pairs are dropped and counted."""
+                 max_len: int | None, origins: list | None = None) -> tuple[ParallelData, dict]:
+    """Token ids of both sides; with max_len, empty and over-long pairs are dropped and counted.
+    ``origins`` (one per pair) are kept for the pairs kept."""
     src_ids = [src.ids(s) for s, _ in pairs]
     tgt_ids = [tgt.ids(t) for _, t in pairs]
     keep = list(range(len(pairs)))
@@ -111,6 +105,7 @@ def encode_pairs(pairs: list[tuple[str, str]], src: TextProcessor, tgt: TextProc
         keep, filter_stats = filter_pairs(list(zip(src_ids, tgt_ids)), max_len)
         stats = vars(filter_stats) if not isinstance(filter_stats, dict) else filter_stats
     data = ParallelData(
-        [pairs[i][0] for i in keep], [pairs[i][1] for i in keep], [src_ids[i] for i in keep], [tgt_ids[i] for i in keep]
+        [pairs[i][0] for i in keep], [pairs[i][1] for i in keep], [src_ids[i] for i in keep],
+        [tgt_ids[i] for i in keep], origins=[origins[i] for i in keep] if origins is not None else None,
     )
     return data, stats

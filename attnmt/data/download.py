@@ -1,28 +1,37 @@
-"""The Multi30k task-1 raw files: download them with checksums, or copy them from a local folder.
+"""Public corpora for the recipes: Multi30k with checksums, and a Tatoeba pair file of manythings.org.
 
 The files are the gzip-compressed raw text of ``data/task1/raw/`` in the public
 ``multi30k/dataset`` repository (Elliott et al. 2016): ``{train,val,test_2016_flickr}.{en,de,fr,cs}.gz``.
 Their SHA-256 sums were taken from copies of commit a3d2e0d26b56; every file, downloaded or
 copied, is checked against them, so a truncated download or a different release is an error
 rather than a silently different benchmark.
+
+Tatoeba's sentence pairs, as manythings.org/anki exports them for one language and English
+(``cmn-eng.zip`` holding ``cmn.txt``: ``English TAB other language TAB attribution``), are updated
+there from time to time, so they have no checksum: the file is checked to be tab-separated text and
+written unchanged, gzip-compressed, as ``DEST/<pair>.tsv.gz``, where the recipes' configs read it.
 """
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import os
+import re
 import shutil
 import urllib.error
 import urllib.request
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import BinaryIO
+from zipfile import BadZipFile, ZipFile
 
 from tqdm import tqdm
 
 from attnmt.errors import UserError
 
-__all__ = ["MULTI30K_LANGUAGES", "MULTI30K_SHA256", "MULTI30K_SPLITS", "MULTI30K_URL", "download_multi30k"]
+__all__ = ["MULTI30K_LANGUAGES", "MULTI30K_SHA256", "MULTI30K_SPLITS", "MULTI30K_URL", "TATOEBA_URL",
+           "download_multi30k", "fetch_tatoeba"]
 
 MULTI30K_URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/{name}"
 MULTI30K_SPLITS = ("train", "val", "test_2016_flickr")
@@ -41,6 +50,9 @@ MULTI30K_SHA256: dict[str, str] = {
     "test_2016_flickr.fr.gz": "6d326e188d259fb1d04ac19eae3af956559b3a0b93d7635e56c90987c40c8b90",
     "test_2016_flickr.cs.gz": "200a4a74cc9560f051924abb9803be008d1908d77f747e9141aeb86dfd2797f1",
 }
+
+TATOEBA_URL = "https://www.manythings.org/anki/{pair}.zip"
+_TATOEBA_PAIR = re.compile(r"^([a-z]{3})-eng$")
 
 _CHUNK = 1 << 16
 _TIMEOUT_S = 60
@@ -158,3 +170,111 @@ def _stream(response: BinaryIO, out: BinaryIO, name: str, progress: bool) -> str
             out.write(chunk)
             bar.update(len(chunk))
     return digest.hexdigest()
+
+
+# --- Tatoeba ------------------------------------------------------------------------------------------------------
+
+
+def fetch_tatoeba(pair: str, dest: str | Path, source: str | Path | None = None, overwrite: bool = False,
+                  progress: bool = True) -> Path:
+    """Write manythings.org's Tatoeba file for ``pair`` (``cmn-eng``, ``fra-eng``, ...) to ``DEST/<pair>.tsv.gz``.
+
+    ``source`` is a local copy: the site's ``<pair>.zip``, its ``<lang>.txt``, a ``.tsv.gz`` (copied
+    as it is), or a folder holding one of them under those names; without it the zip is downloaded.
+    The text must be tab-separated (English, then the other language). An existing target is an
+    error unless ``overwrite``. Returns the path written; raises UserError naming what is wrong.
+    """
+    m = _TATOEBA_PAIR.match(pair)
+    if not m:
+        raise UserError(f"Tatoeba pair {pair!r} is not of the form LLL-eng; use manythings.org's name, "
+                        "e.g. cmn-eng, fra-eng or deu-eng")
+    lang = m.group(1)
+    dest = Path(dest)
+    target = dest / f"{pair}.tsv.gz"
+    if target.exists() and not overwrite:
+        raise UserError(f"{target} already exists; pass --overwrite to replace it")
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"cannot create {dest}: {e.strerror or e}; choose another folder") from None
+    part = target.with_name(target.name + ".part")
+    try:
+        if source is None:
+            zipped = dest / f"{pair}.zip.part"
+            try:
+                _download_tatoeba(TATOEBA_URL.format(pair=pair), zipped, pair, progress)
+                url = TATOEBA_URL.format(pair=pair)
+                _write_gzip(_text_from_zip(zipped, lang, shown=url), part, shown=f"{lang}.txt of {url}")
+            finally:
+                zipped.unlink(missing_ok=True)
+        else:
+            _from_local(_local_tatoeba(Path(source), pair, lang), lang, part)
+        os.replace(part, target)
+    finally:
+        part.unlink(missing_ok=True)
+    return target
+
+
+def _local_tatoeba(source: Path, pair: str, lang: str) -> Path:
+    """The file of a local copy: ``source`` itself, or the first of the site's names found in that folder."""
+    if source.is_file():
+        return source
+    if not source.is_dir():
+        raise UserError(f"--from {source} does not exist; give manythings.org's {pair}.zip, its {lang}.txt "
+                        "or a .tsv.gz of it, or a folder holding one")
+    names = [f"{pair}.tsv.gz", f"{lang}.txt", f"{pair}.zip", f"{pair}.tsv", f"{pair}.txt"]
+    for name in names:
+        if (source / name).is_file():
+            return source / name
+    raise UserError(f"{source} holds none of {', '.join(names)}; download {TATOEBA_URL.format(pair=pair)} there")
+
+
+def _from_local(path: Path, lang: str, part: Path) -> None:
+    if path.suffix == ".zip":
+        _write_gzip(_text_from_zip(path, lang, shown=str(path)), part, shown=f"{lang}.txt of {path}")
+    elif path.suffix == ".gz":
+        try:
+            with gzip.open(path, "rb") as f:
+                _check_tab_separated(f.read(_CHUNK), str(path))
+        except (OSError, EOFError) as e:
+            raise UserError(f"{path} is not a readable gzip file ({e}); give the .zip or .txt instead") from None
+        shutil.copyfile(path, part)
+    else:
+        _write_gzip(path.read_bytes(), part, shown=str(path))
+
+
+def _text_from_zip(path: Path, lang: str, shown: str) -> bytes:
+    member = f"{lang}.txt"
+    try:
+        with ZipFile(path) as z:
+            if member not in z.namelist():
+                raise UserError(f"{shown} holds no {member} (it holds {', '.join(z.namelist()) or 'nothing'}); "
+                                "is it manythings.org's file for this pair?")
+            return z.read(member)
+    except BadZipFile:
+        raise UserError(f"{shown} is not a zip file; the site may have sent a web page: download it in a "
+                        "browser and pass it with --from") from None
+
+
+def _check_tab_separated(head: bytes, shown: str) -> None:
+    first = head.decode("utf-8-sig", errors="replace").lstrip("\n").split("\n", 1)[0]
+    if "\t" not in first:
+        raise UserError(f"{shown} is not a Tatoeba pair file: its first line has no TAB "
+                        f"({first[:60]!r}); expected English TAB the other language")
+
+
+def _write_gzip(data: bytes, part: Path, shown: str) -> None:
+    _check_tab_separated(data[:_CHUNK], shown)
+    with gzip.open(part, "wb") as f:
+        f.write(data)
+
+
+def _download_tatoeba(url: str, target: Path, name: str, progress: bool) -> None:
+    request = urllib.request.Request(url, headers={"User-Agent": "Mozilla/5.0 (attnmt data)"})
+    try:
+        with urllib.request.urlopen(request, timeout=_TIMEOUT_S) as response, target.open("wb") as out:
+            _stream(response, out, name, progress)
+    except (urllib.error.URLError, OSError) as e:
+        reason = getattr(e, "reason", None) or e
+        raise UserError(f"could not download {url} ({reason}); download it in a browser and pass it with "
+                        "--from FILE") from None

@@ -1,10 +1,12 @@
 """From the config's data section to encoded training and validation data, and its batches.
 
-`load_data` reads the corpora (files, a TSV or the synthetic language), holds out validation and
-test pairs when asked, builds or reloads the tokenizers and encodes every pair; `make_batches`
+`load_data` reads the corpora (files or a TSV), holds out validation and test pairs when asked, runs
+the data transforms (attnmt/data/transforms.py: the synthetic language, joined pairs, ...), builds or
+reloads the tokenizers and encodes every pair, each with its origin (the corpus lines it comes from,
+which guided alignment reads its links by); `make_batches`
 cuts the encoded data into length-bucketed batches (by tokens or by sentences) for one epoch.
 Large corpora and data.train lists instead train from a prepared token store (attnmt/data/store.py,
-prepared by attnmt/data/prepare.py when missing or stale): see `uses_store`.
+prepared by attnmt/data/prepare.py when missing or stale, with the same transforms): see `uses_store`.
 """
 
 from __future__ import annotations
@@ -15,21 +17,14 @@ from pathlib import Path
 import torch
 
 from attnmt.config import Config
-from attnmt.data.augment import add_joined, add_unpunctuated
 from attnmt.data.batching import Batch, batch_by_sentences, collate, token_batches
-from attnmt.data.dataset import (
-    ParallelData,
-    build_processors,
-    encode_pairs,
-    load_processors,
-    read_split,
-    synthetic_splits,
-)
-from attnmt.data.split import split_held_out
+from attnmt.data.corpus import read_parallel
+from attnmt.data.dataset import ParallelData, build_processors, encode_pairs, load_processors, read_split
+from attnmt.data.split import split_positions, write_held_out
 from attnmt.data.store import EpochBatches, StoreData, corpora_of, epoch_counts, staleness, store_location
+from attnmt.data.transforms import Pairs, apply_transforms, links_transform, source_of
 from attnmt.distributed import World
 from attnmt.errors import UserError
-from attnmt.guidance import load_guidance
 
 
 def load_data(config: Config, model_dir: Path, resume: bool, log, world: World | None = None):
@@ -41,7 +36,8 @@ def load_data(config: Config, model_dir: Path, resume: bool, log, world: World |
     cfg = config.data
     if uses_store(config, model_dir):
         return _load_store(config, model_dir, resume, log, world)
-    train_pairs, valid_pairs, corpus, joined = _read_pairs(config, model_dir, log, world)
+    pairs, valid_pairs, corpus = _read_pairs(config, model_dir, log, world)
+    train_pairs = pairs.all()
     if resume:
         src_proc, tgt_proc = load_processors(model_dir)
     else:
@@ -51,103 +47,70 @@ def load_data(config: Config, model_dir: Path, resume: bool, log, world: World |
         world.barrier()
         if not world.is_main:
             src_proc, tgt_proc = load_processors(model_dir)
-    train, stats = encode_pairs(train_pairs, src_proc, tgt_proc, cfg.max_len)
+    train, stats = encode_pairs(train_pairs, src_proc, tgt_proc, cfg.max_len, pairs.origins())
     log.event("data", split="train", **stats)
-    guided = config.train.guided_alignment
-    if guided.links is not None:
-        if cfg.synthetic:
-            raise UserError("config: train.guided_alignment.links belong to a corpus file; the synthetic language "
-                            "has none: remove them or train on files")
-        train.guidance, gstats = load_guidance(guided.links, corpus, train.src_text, train.tgt_text, src_proc,
-                                               tgt_proc, joined)
-        log.event("data", split="train", guided_alignment=guided.links, **gstats)
+    links = links_transform(cfg)
+    if links is not None:
+        train.links = links.read(corpus, len(corpus))
     if len(train) == 0:
         source = cfg.train_tsv or cfg.train_src or "the synthetic corpus"
         raise UserError(f"{source}: no training pairs left ({stats['total']} read, {stats.get('empty', 0)} with an "
                         f"empty side, {stats.get('too_long', 0)} longer than data.max_len={cfg.max_len}); check the "
                         "corpus and data.max_len")
-    valid = None
-    if valid_pairs:
-        valid, vstats = encode_pairs(valid_pairs, src_proc, tgt_proc, None)
-        log.event("data", split="valid", **vstats)
-    return train, valid, src_proc, tgt_proc
+    return train, _encode_valid(valid_pairs, src_proc, tgt_proc, log), src_proc, tgt_proc
+
+
+def _encode_valid(valid_pairs, src_proc, tgt_proc, log) -> ParallelData | None:
+    if not valid_pairs:
+        return None
+    valid, vstats = encode_pairs(valid_pairs, src_proc, tgt_proc, None)
+    log.event("data", split="valid", **vstats)
+    return valid
 
 
 def _read_pairs(config: Config, model_dir: Path, log, world: World):
-    """The training and validation pairs as text, the training corpus as read and the parts of each joined
-    pair (both for guided alignment)."""
-    cfg = config.data
-    corpus, joined = None, {}
-    if cfg.synthetic:
-        splits = synthetic_splits(cfg, seed=config.train.seed)
-        train_pairs, valid_pairs = splits["train"], splits["valid"]
+    """The training pairs as text, after the transforms (a `Pairs`), the validation pairs, and the
+    training corpus as read (None for the synthetic language)."""
+    cfg, seed = config.data, config.train.seed
+    source = source_of(cfg)
+    corpus = None
+    if source is not None:
+        pairs, valid_pairs = Pairs.of_list([]), source.valid_pairs(seed)
     else:
-        train_pairs = corpus = read_split(cfg, "train")
-        if train_pairs is None:
+        corpus = read_split(cfg, "train")
+        if corpus is None:
             raise UserError("config: no training data; set data.train_src and data.train_tgt, data.train_tsv, "
-                            "or data.synthetic: true")
+                            "or data.transforms: [{name: synthetic}]")
         valid_pairs = read_split(cfg, "valid")
+        lines = range(len(corpus))
         if cfg.valid_size or cfg.test_size:  # held out of the training corpus, whole groups (data/split.py)
-            train_pairs, valid_pairs = _hold_out(config, model_dir, train_pairs, valid_pairs, log, world)
-    if cfg.joined_pairs:  # of the training pairs only: never of held-out pairs or an alignment set's text
-        train_pairs, joined = add_joined(train_pairs, cfg.joined_pairs, cfg.join_max_parts, config.train.seed)
-        log.event("data", split="train", joined_pairs=len(joined), join_max_parts=cfg.join_max_parts)
-    if cfg.align_text_src is not None:
-        from attnmt.data.corpus import read_parallel
-
-        added = read_parallel(cfg.align_text_src, cfg.align_text_tgt)
-        train_pairs = train_pairs + added * cfg.align_text_copies
-        log.event("data", split="train", alignment_test_text=cfg.align_text_src, pairs=len(added),
-                  copies=cfg.align_text_copies)
-    if cfg.drop_final_punct:
-        before = len(train_pairs)
-        train_pairs = add_unpunctuated(train_pairs, cfg.drop_final_punct, config.train.seed)
-        log.event("data", split="train", augmented_without_final_punctuation=len(train_pairs) - before)
-    return train_pairs, valid_pairs, corpus, joined
-
-
-def _hold_out(config: Config, model_dir: Path, train_pairs, valid_pairs, log, world: World):
-    """Validation and test pairs held out of the training corpus; both written into the model folder."""
-    cfg = config.data
-    train_pairs, held_valid, test_pairs = split_held_out(train_pairs, cfg.valid_size, cfg.test_size,
-                                                         config.train.seed)
-    log.event("data", split="held_out", valid=len(held_valid), test=len(test_pairs), seed=config.train.seed)
-    for name, held in (("valid", held_valid), ("test", test_pairs)):
-        if held and world.is_main:  # for `attnmt evaluate --src MODEL/test.src --ref MODEL/test.tgt`
-            for side, k in (("src", 0), ("tgt", 1)):
-                (model_dir / f"{name}.{side}").write_text("".join(p[k] + "\n" for p in held), encoding="utf-8")
-    return train_pairs, held_valid if cfg.valid_size else valid_pairs
+            where = split_positions(corpus, cfg.valid_size, cfg.test_size, seed)
+            held = {k: [p for p, w in zip(corpus, where) if w == k] for k in (1, 2)}
+            log.event("data", split="held_out", valid=len(held[1]), test=len(held[2]), seed=seed)
+            if world.is_main:
+                write_held_out(model_dir, held[1], held[2])
+            if cfg.valid_size:
+                valid_pairs = held[1]
+            lines = [line for line, w in enumerate(where) if w == 0]
+        # Transforms draw from the training pairs only: never from held-out pairs.
+        pairs = Pairs.of_list([corpus[line] for line in lines], lines)
+    apply_transforms(cfg, pairs, seed, log)
+    return pairs, valid_pairs, corpus
 
 
 AUTO_STORE_BYTES = 64 << 20  # data.store: auto uses a store for training files this large
 
 
-def _in_memory_only(config: Config) -> str | None:
-    """The first setting that needs the training text in memory, if any."""
-    cfg = config.data
-    for name, on in (("data.synthetic", cfg.synthetic), ("data.valid_size", cfg.valid_size),
-                     ("data.test_size", cfg.test_size), ("data.align_text_src", cfg.align_text_src),
-                     ("data.drop_final_punct", cfg.drop_final_punct), ("data.joined_pairs", cfg.joined_pairs),
-                     ("train.guided_alignment.links", config.train.guided_alignment.links)):
-        if on:
-            return name
-    return None
-
-
 def uses_store(config: Config, model_dir: Path) -> bool:
     """Whether training reads a token store: data.store, a data.train list, the corpus size, a prepared store."""
     cfg = config.data
-    blocker = _in_memory_only(config)
-    wanted = cfg.store == "always" or cfg.train is not None
-    if blocker and wanted:
-        why = "data.train lists" if cfg.train is not None else "data.store: always"
-        raise UserError(f"config: {blocker} works on the training text in memory, but {why} train from a "
-                        f"prepared store; remove {blocker} or give one corpus with data.store: never")
     if cfg.store == "never" and cfg.train is not None:
         raise UserError("config: data.train lists train from a prepared store; remove data.store: never")
-    if blocker or cfg.store == "never":
+    if cfg.store == "never":
         return False
-    if wanted or (store_location(cfg, model_dir, config.train.seed) / "meta.json").is_file():
+    if cfg.store == "always" or cfg.train is not None:
+        return True
+    if (store_location(cfg, model_dir, config.train.seed) / "meta.json").is_file():
         return True
     if not (cfg.train_tsv or (cfg.train_src and cfg.train_tgt)):
         return False
@@ -172,23 +135,38 @@ def _load_store(config: Config, model_dir: Path, resume: bool, log, world: World
         _copy_processors(location, model_dir, resume)
     world.barrier()  # the others read what the main process prepared
     train = StoreData(location)
+    held = {name: _read_held(location, name) or [] for name in ("valid", "test")}
+    if held["valid"] or held["test"]:
+        log.event("data", split="held_out", valid=len(held["valid"]), test=len(held["test"]), seed=seed)
+        if world.is_main:
+            write_held_out(model_dir, held["valid"], held["test"])
     src_proc, tgt_proc = load_processors(model_dir)
+    for record in train.meta.get("transforms", []):
+        log.event("data", split="train", **record)
     totals = {key: sum(c[key] for c in train.meta["corpora"]) for key in ("total", "kept", "empty", "too_long")}
     log.event("data", split="train", store=str(location), **totals)
     for corpus, n in zip(train.meta["corpora"], epoch_counts(train.corpora)):
         log.event("data", split="train", corpus=corpus["name"], weight=corpus["weight"], pairs_per_epoch=n,
                   **{key: corpus[key] for key in ("total", "kept", "empty", "too_long")})
+    links = links_transform(cfg)
+    if links is not None:
+        train.links = links.read(None, train.meta["lines"])
     if len(train) == 0:
-        source = ", ".join(c["tsv"] or c["src"] for c in corpora_of(cfg))
+        source = ", ".join(c["tsv"] or c["src"] for c in corpora_of(cfg)) or "the synthetic corpus"
         raise UserError(f"{source}: no training pairs left ({totals['total']} read, {totals['empty']} with an empty "
                         f"side, {totals['too_long']} longer than data.max_len={cfg.max_len}); check the corpus and "
                         "data.max_len")
-    valid = None
-    valid_pairs = read_split(cfg, "valid")
-    if valid_pairs:
-        valid, vstats = encode_pairs(valid_pairs, src_proc, tgt_proc, None)
-        log.event("data", split="valid", **vstats)
-    return train, valid, src_proc, tgt_proc
+    source = source_of(cfg)
+    valid_pairs = (held["valid"] if cfg.valid_size else source.valid_pairs(seed) if source is not None
+                   else read_split(cfg, "valid"))
+    return train, _encode_valid(valid_pairs, src_proc, tgt_proc, log), src_proc, tgt_proc
+
+
+def _read_held(store: Path, name: str) -> list | None:
+    """The pairs a store held out as ``name`` (valid, test), if any."""
+    if not (store / f"{name}.src").is_file():
+        return None
+    return read_parallel(store / f"{name}.src", store / f"{name}.tgt")
 
 
 def _copy_processors(store: Path, model_dir: Path, resume: bool) -> None:

@@ -12,6 +12,11 @@ Three phases, each with a progress bar in pairs/s:
    appends their ids to the store and drops empty and over-long pairs, counted as the in-memory
    path counts them.
 
+Held-out pairs (data.valid_size / data.test_size) and the data transforms (attnmt/data/transforms.py)
+need more of the text than a sample: the first reads every pair once to choose the held-out ones
+(which the encoding then skips, and the store keeps as valid.* / test.*); the transforms read the
+pairs they draw, and the pairs they add are encoded after the corpora, into the same store.
+
 Everything is written into a temporary folder next to the store, which is renamed into place only
 when complete: a killed or failed preparation leaves nothing that a later run takes for a store.
 """
@@ -32,8 +37,10 @@ import numpy as np
 from attnmt.config import Config
 from attnmt.data.chunks import count_lines, decode_chunk, raw_chunks, split_tsv
 from attnmt.data.dataset import TextProcessor, load_processors
+from attnmt.data.split import split_positions, write_held_out
 from attnmt.data.store import FORMAT, SIDES, corpora_of, data_fingerprint, file_stamps, replace_dir, staleness
 from attnmt.data.tokenize import train_tokenizer
+from attnmt.data.transforms import Origin, Pairs, apply_transforms
 from attnmt.data.vocab import Vocabulary
 from attnmt.errors import UserError
 
@@ -63,30 +70,54 @@ def _pair_counts(corpora: list[dict], cfg, progress: bool) -> list[int]:
     return counts
 
 
-def _sample(corpora: list[dict], counts: list[int], cfg, seed: int) -> tuple[list[str], list[str]]:
-    """The tokenizer sample's source and target sentences, in corpus order."""
-    total = sum(counts)
+def _sample(pairs: Pairs, cfg, seed: int) -> tuple[list[str], list[str]]:
+    """The tokenizer sample's source and target sentences, in order."""
+    total = len(pairs)
     if total > cfg.tokenizer_sample:
         chosen = np.sort(np.random.default_rng(seed).choice(total, size=cfg.tokenizer_sample, replace=False))
     else:
         chosen = np.arange(total)
-    src, tgt = [], []
-    first = 0
-    for corpus, n in zip(corpora, counts):
-        mine = chosen[(chosen >= first) & (chosen < first + n)] - first
-        first += n
-        if not len(mine):
-            continue
-        if corpus["tsv"]:
-            cols = (cfg.tsv_src_column, cfg.tsv_tgt_column)
-            pairs = _pick(corpus["tsv"], mine,
-                          lambda rows, numbers, p=corpus["tsv"], c=cols: split_tsv(rows, p, numbers, c))
-            src += [s for s, _ in pairs]
-            tgt += [t for _, t in pairs]
-        else:
-            src += _pick(corpus["src"], mine, None)
-            tgt += _pick(corpus["tgt"], mine, None)
-    return src, tgt
+    taken = pairs.take(chosen.tolist())
+    return [s for s, _ in taken], [t for _, t in taken]
+
+
+def _lines_of(corpus: dict, wanted: np.ndarray, cfg) -> list[tuple[str, str]]:
+    """The pairs at lines `wanted` (sorted, 0-based) of one corpus."""
+    if corpus["tsv"]:
+        cols = (cfg.tsv_src_column, cfg.tsv_tgt_column)
+        return _pick(corpus["tsv"], wanted, lambda rows, numbers, p=corpus["tsv"]: split_tsv(rows, p, numbers, cols))
+    return list(zip(_pick(corpus["src"], wanted, None), _pick(corpus["tgt"], wanted, None)))
+
+
+def _corpus_pairs(corpora: list[dict], counts: list[int], cfg, excluded: np.ndarray | None) -> Pairs:
+    """The corpora's pairs (less the `excluded` lines, counted over the corpora in order), read when asked for."""
+    total = sum(counts)
+    kept = None if excluded is None else np.delete(np.arange(total, dtype=np.int64), excluded)
+
+    def line(i: int) -> int:
+        return i if kept is None else int(kept[i])
+
+    def take(indices) -> list[tuple[str, str]]:
+        lines = np.asarray(indices, dtype=np.int64) if kept is None else kept[np.asarray(indices, dtype=np.int64)]
+        out, first = [], 0
+        for corpus, n in zip(corpora, counts):
+            mine = lines[(lines >= first) & (lines < first + n)] - first
+            if len(mine):
+                out += _lines_of(corpus, mine, cfg)
+            first += n
+        return out
+
+    return Pairs(total - (0 if excluded is None else len(excluded)), take, lambda i: ((line(i), 0, 0),))
+
+
+def _hold_out(corpora: list[dict], counts: list[int], cfg, seed: int):
+    """The lines held out (sorted, over the corpora in order) and the held-out pairs, as in memory."""
+    if not (cfg.valid_size or cfg.test_size):
+        return None, {}
+    pairs = [pair for corpus, n in zip(corpora, counts) for pair in _lines_of(corpus, np.arange(n), cfg)]
+    where = np.asarray(split_positions(pairs, cfg.valid_size, cfg.test_size, seed))
+    held = {name: [pairs[i] for i in np.flatnonzero(where == k)] for name, k in (("valid", 1), ("test", 2))}
+    return np.flatnonzero(where != 0).astype(np.int64), held
 
 
 def _pick(path: str, wanted: np.ndarray, parse) -> list:
@@ -194,10 +225,15 @@ def _keep(flat: np.ndarray, lengths: np.ndarray, mask: np.ndarray) -> tuple[np.n
     return flat[np.repeat(mask, lengths)], lengths[mask]
 
 
-def _encode_corpus(corpus: dict, n: int, cfg, results, writers: dict, bar) -> dict:
-    """Encode one corpus (results: the workers' answers in task order) into the writers; its counts."""
+def _encode_corpus(corpus: dict, n: int, cfg, results, writers: dict, bar, first_line: int,
+                   excluded: np.ndarray | None, dropped: list) -> dict:
+    """Encode one corpus (results: the workers' answers in task order) into the writers; its counts.
+    `first_line`: its first line counted over the corpora; `excluded`: held-out lines, skipped;
+    `dropped` gets the lines not kept (held out, empty or too long)."""
     side_parts: dict[str, list] = {"src": [], "tgt": []}
-    stats = {"total": n, "kept": 0, "empty": 0, "too_long": 0}
+    held = 0 if excluded is None else int(((excluded >= first_line) & (excluded < first_line + n)).sum())
+    stats = {"total": n - held, "kept": 0, "empty": 0, "too_long": 0}
+    done = [0]  # lines of this corpus flushed so far
 
     def flush() -> None:
         k = min(sum(len(p[1]) for p in side_parts["src"]), sum(len(p[1]) for p in side_parts["tgt"]))
@@ -205,14 +241,21 @@ def _encode_corpus(corpus: dict, n: int, cfg, results, writers: dict, bar) -> di
             return
         taken = {side: _take(side_parts[side], k) for side in SIDES}
         (sf, sl), (tf, tl) = taken["src"], taken["tgt"]
-        empty = (sl == 0) | (tl == 0)
-        long = ~empty & ((sl > cfg.max_len) | (tl > cfg.max_len))
-        mask = ~empty & ~long
+        start = first_line + done[0]
+        out = np.zeros(k, dtype=bool)
+        if excluded is not None:
+            lo, hi = np.searchsorted(excluded, [start, start + k])
+            out[excluded[lo:hi] - start] = True
+        empty = ~out & ((sl == 0) | (tl == 0))
+        long = ~out & ~empty & ((sl > cfg.max_len) | (tl > cfg.max_len))
+        mask = ~out & ~empty & ~long
         stats["empty"] += int(empty.sum())
         stats["too_long"] += int(long.sum())
         stats["kept"] += int(mask.sum())
         writers["src"].add(*_keep(sf, sl, mask))
         writers["tgt"].add(*_keep(tf, tl, mask))
+        dropped.append((start + np.flatnonzero(~mask)).astype(np.int64))
+        done[0] += k
         bar.update(k)
 
     for kind, *answer in results:
@@ -224,6 +267,27 @@ def _encode_corpus(corpus: dict, n: int, cfg, results, writers: dict, bar) -> di
         flush()
     flush()
     return stats
+
+
+def _encode_added(pairs: Pairs, cfg, writers: dict, bar) -> tuple[dict, dict[int, Origin]]:
+    """Encode the pairs the transforms added (in this process) after the corpora; their counts, and the
+    origins of those that have one (by their position among the pairs written)."""
+    src_proc, tgt_proc = _WORKER["procs"]
+    added = pairs.added
+    stats = {"total": len(added), "kept": 0, "empty": 0, "too_long": 0}
+    if not added:
+        return stats, {}
+    (sf, sl), (tf, tl) = _ids(src_proc, [s for s, _ in added]), _ids(tgt_proc, [t for _, t in added])
+    empty = (sl == 0) | (tl == 0)
+    long = ~empty & ((sl > cfg.max_len) | (tl > cfg.max_len))
+    mask = ~empty & ~long
+    stats.update(kept=int(mask.sum()), empty=int(empty.sum()), too_long=int(long.sum()))
+    writers["src"].add(*_keep(sf, sl, mask))
+    writers["tgt"].add(*_keep(tf, tl, mask))
+    kept = [pairs.added_origins[i] for i in np.flatnonzero(mask)]
+    parts = {k: o for k, o in enumerate(kept) if o is not None}
+    bar.update(len(added))
+    return stats, parts
 
 
 def _take(parts: list, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -242,31 +306,48 @@ def _take(parts: list, k: int) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(flats), np.concatenate(lens)
 
 
-def _encode_all(corpora, counts, cfg, folder: Path, workers: int, progress: bool) -> list[dict]:
+def _encode_all(corpora, counts, cfg, folder: Path, workers: int, progress: bool, excluded, pairs: Pairs):
     src_proc, tgt_proc = load_processors(folder)
     vocab = max(len(src_proc.vocab), len(tgt_proc.vocab))
     ids_dtype = np.uint16 if vocab <= 1 << 16 else np.int32
     len_dtype = np.uint16 if cfg.max_len < 1 << 16 else np.int32
     writers = {side: _Writer(folder, side, ids_dtype, len_dtype) for side in SIDES}
+    dropped: list[np.ndarray] = []
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     pool = multiprocessing.get_context(method).Pool(workers, _init_worker, (str(folder),)) if workers > 1 else None
-    if pool is None:
-        _init_worker(str(folder))
-    stats = []
+    _init_worker(str(folder))  # this process encodes the added pairs
+    stats, first = [], 0
     try:
-        with _bar(sum(counts), "encoding", progress) as bar:
+        with _bar(sum(counts) + len(pairs.added), "encoding", progress) as bar:
             for corpus, n in zip(corpora, counts):
                 tasks = _tasks(corpus, n, cfg)
                 results = pool.imap(_encode_task, tasks) if pool else map(_encode_task, tasks)
-                stats.append(_encode_corpus(corpus, n, cfg, results, writers, bar))
+                stats.append(_encode_corpus(corpus, n, cfg, results, writers, bar, first, excluded, dropped))
+                first += n
+            added, parts = _encode_added(pairs, cfg, writers, bar)
     finally:
         if pool is not None:
             pool.terminate()
         for w in writers.values():
             w.close()
+    np.save(folder / "dropped.npy", np.concatenate(dropped) if dropped else np.zeros(0, dtype=np.int64))
     meta = {"ids_dtype": np.dtype(ids_dtype).name, "len_dtype": np.dtype(len_dtype).name,
             "src_tokens": writers["src"].tokens, "tgt_tokens": writers["tgt"].tokens}
-    return stats, meta
+    return stats, added, parts, meta
+
+
+def _entries(corpora: list[dict], stats: list[dict], added: dict) -> list[dict]:
+    """meta.json's corpora: each with its first pair; the transforms' pairs last, weighted so that an
+    epoch reads each once and the corpora as many pairs as without them (attnmt/data/order.py)."""
+    start, entries = 0, []
+    for corpus, st in zip(corpora, stats):
+        entries.append({"name": corpus["name"], "start": start, "weight": corpus["weight"], **st})
+        start += st["kept"]
+    if added["total"]:
+        weights = sum(corpus["weight"] for corpus in corpora)
+        weight = added["kept"] * weights / start if start else 1.0
+        entries.append({"name": "transforms", "start": start, "weight": weight or 1.0, **added})
+    return entries
 
 
 def prepare_store(config: Config, target: Path, workers: int | None = None, progress: bool = True,
@@ -288,24 +369,31 @@ def prepare_store(config: Config, target: Path, workers: int | None = None, prog
     try:
         t0 = time.perf_counter()
         counts = _pair_counts(corpora, cfg, progress)
-        src, tgt = _sample(corpora, counts, cfg, seed)
+        excluded, held = _hold_out(corpora, counts, cfg, seed)
+        pairs = _corpus_pairs(corpora, counts, cfg, excluded)
+        records = apply_transforms(cfg, pairs, seed)
+        src, tgt = _sample(pairs, cfg, seed)
         seconds["reading"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         with _bar(len(src), "tokenizer training", progress) as bar:
             _train_processors(cfg, src, tgt, tmp)
             bar.update(len(src))
+        sample_pairs = len(src)
         del src, tgt
         seconds["tokenizer"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        stats, arrays = _encode_all(corpora, counts, cfg, tmp, workers, progress)
+        stats, added, parts, arrays = _encode_all(corpora, counts, cfg, tmp, workers, progress, excluded, pairs)
         seconds["encoding"] = time.perf_counter() - t0
-        start, entries = 0, []
-        for corpus, st in zip(corpora, stats):
-            entries.append({"name": corpus["name"], "start": start, "weight": corpus["weight"], **st})
-            start += st["kept"]
-        meta = {"format": FORMAT, "pairs": start, "corpora": entries, "files": stamps,
-                "fingerprint": data_fingerprint(cfg, seed), "sample_pairs": min(sum(counts), cfg.tokenizer_sample),
-                "workers": workers, **arrays}
+        entries = _entries(corpora, stats, added)
+        n_corpus = sum(st["kept"] for st in stats)
+        (tmp / "added.origins").write_text(json.dumps({str(n_corpus + k): v for k, v in parts.items()}),
+                                          encoding="utf-8")
+        if held:
+            write_held_out(tmp, held["valid"], held["test"])
+        meta = {"format": FORMAT, "pairs": n_corpus + added["kept"], "corpus_pairs": n_corpus, "corpora": entries,
+                "files": stamps,
+                "fingerprint": data_fingerprint(cfg, seed), "sample_pairs": sample_pairs, "lines": sum(counts),
+                "transforms": records, "workers": workers, **arrays}
         if stamps != file_stamps(cfg):
             raise UserError("a training file changed while it was being prepared; prepare again once it is complete")
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
@@ -323,13 +411,8 @@ def _meta(folder: Path) -> dict:
 def prepare(config: Config, model_dir: Path, workers: int | None = None, force: bool = False,
             progress: bool = True) -> dict:
     """`attnmt prepare`: the store of a config's training data, where `attnmt train` will look for it."""
-    from attnmt.data.loading import _in_memory_only
     from attnmt.data.store import store_location
 
-    blocker = _in_memory_only(config)
-    if blocker:
-        raise UserError(f"config: {blocker} works on the training text in memory, which a prepared store does not "
-                        f"hold; remove {blocker} to prepare a store, or train without one")
     if config.data.store == "never":
         raise UserError("config: data.store is never, so training would not read a store; set data.store: auto")
     location = store_location(config.data, model_dir, config.train.seed)

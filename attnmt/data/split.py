@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from pathlib import Path
 
 from attnmt.data.tokenize import normalize_whitespace
 from attnmt.errors import UserError
@@ -62,6 +63,15 @@ def split_held_out(pairs: Sequence[Pair], valid_size: int, test_size: int,
 
     Raises UserError when a size is negative, or when the held-out sets would leave no training pair.
     """
+    where = split_positions(pairs, valid_size, test_size, seed)
+    train = [pair for pair, split in zip(pairs, where) if split == 0]
+    valid = [pair for pair, split in zip(pairs, where) if split == 1]
+    test = [pair for pair, split in zip(pairs, where) if split == 2]
+    return train, valid, test
+
+
+def split_positions(pairs: Sequence[Pair], valid_size: int, test_size: int, seed: int) -> list[int]:
+    """Where each pair goes under `split_held_out`'s rule: 0 train, 1 valid, 2 test."""
     if valid_size < 0 or test_size < 0:
         raise UserError(f"held-out sizes must be >= 0 (valid_size={valid_size}, test_size={test_size})")
     if valid_size + test_size and valid_size + test_size >= len(pairs):
@@ -69,8 +79,7 @@ def split_held_out(pairs: Sequence[Pair], valid_size: int, test_size: int,
                         f"{len(pairs)} pairs: nothing would be left to train on; lower data.valid_size / "
                         "data.test_size")
     if valid_size + test_size == 0:
-        return list(pairs), [], []
-
+        return [0] * len(pairs)
     groups = _sharing_groups(pairs)
     ordered = list(groups)  # first-occurrence order: independent of hashing
     random.Random(seed).shuffle(ordered)
@@ -86,12 +95,18 @@ def split_held_out(pairs: Sequence[Pair], valid_size: int, test_size: int,
                 for i in members:
                     where[i] = split
                 break
-    train = [pair for pair, split in zip(pairs, where) if split == 0]
-    valid = [pair for pair, split in zip(pairs, where) if split == 1]
-    test = [pair for pair, split in zip(pairs, where) if split == 2]
-    return train, valid, test
+    return where
 
 
 def _key(sentence: str) -> str:
     """What makes two sentences "the same": equal up to whitespace and case."""
     return normalize_whitespace(sentence).casefold()
+
+
+def write_held_out(folder: Path, valid: Sequence[Pair], test: Sequence[Pair]) -> None:
+    """The held-out pairs as valid.src / valid.tgt and test.src / test.tgt (those that are not empty),
+    for `attnmt evaluate --src MODEL/test.src --ref MODEL/test.tgt`."""
+    for name, held in (("valid", valid), ("test", test)):
+        if held:
+            for side, k in (("src", 0), ("tgt", 1)):
+                (folder / f"{name}.{side}").write_text("".join(p[k] + "\n" for p in held), encoding="utf-8")

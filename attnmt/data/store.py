@@ -8,7 +8,14 @@ A store is a folder that `attnmt prepare` (attnmt/data/prepare.py) writes once::
     src.ids  tgt.ids   every kept pair's token ids, concatenated (uint16, or int32 for big vocabularies)
     src.off  tgt.off   int64 offsets into them, one per pair plus one: pair i is ids[off[i]:off[i + 1]]
     src.len  tgt.len   the lengths (uint16 / int32): the batches are built from these alone
+    dropped.npy        the corpus lines (counted over the corpora in order) that are not in it: held
+                       out, empty or too long; the corpus pairs' lines follow from them (`_Origins`)
+    added.origins      JSON: the origins of the pairs the transforms added (attnmt/data/transforms.py)
+    valid.* test.*     the pairs held out by data.valid_size / data.test_size, when set
     *.model *.vocab *.json   the tokenizers and vocabularies the ids belong to
+
+The corpora's kept pairs come first, in corpus order, then those the data transforms added (a
+last "corpus" named ``transforms``, weighted so that an epoch reads each of its pairs once).
 
 Training reads a pair's offsets and ids with `os.pread` and a window's lengths through a memory map
 opened for that read alone: the operating system reads what a batch needs into the page cache,
@@ -33,48 +40,53 @@ import torch
 from attnmt.config import DataConfig
 from attnmt.data.batching import epoch_generator
 from attnmt.data.order import EpochOrder, Mix, epoch_counts, seeded_rng
+from attnmt.data.transforms import Origin, fingerprint_settings, source_of, transform_files
 from attnmt.errors import UserError
 
-FORMAT = 1
+FORMAT = 2
 SIDES = ("src", "tgt")
 _OFFSETS = struct.Struct("=qq")  # a pair's two int64 offsets, in the byte order numpy wrote them
 # The data settings that decide what a store holds; valid/test files, workers and the store
 # location do not.
 STORE_FIELDS = ("train_src", "train_tgt", "train_tsv", "train", "tsv_src_column", "tsv_tgt_column", "tokenizer",
-                "vocab_size", "joint_vocab", "lowercase", "max_vocab", "min_freq", "max_len", "tokenizer_sample")
+                "vocab_size", "joint_vocab", "lowercase", "max_vocab", "min_freq", "max_len", "tokenizer_sample",
+                "valid_size", "test_size")
 
 
 def corpora_of(cfg: DataConfig) -> list[dict]:
     """The training corpora of a data section: data.train, or the one corpus of train_src/tgt/tsv."""
     if cfg.train:
         return cfg.train
+    if source_of(cfg) is not None:  # the transform gives the pairs (the synthetic language)
+        return []
     if cfg.train_tsv:
         return [{"name": "train", "src": None, "tgt": None, "tsv": cfg.train_tsv, "weight": 1.0}]
     if cfg.train_src and cfg.train_tgt:
         return [{"name": "train", "src": cfg.train_src, "tgt": cfg.train_tgt, "tsv": None, "weight": 1.0}]
     raise UserError("config: no training data; set data.train_src and data.train_tgt, data.train_tsv, "
-                    "or data.synthetic: true")
+                    "or data.transforms: [{name: synthetic}]")
 
 
 def data_fingerprint(cfg: DataConfig, seed: int) -> str:
     """A hash of the settings a store depends on (train.seed picks the tokenizer sample)."""
     settings = {name: getattr(cfg, name) for name in STORE_FIELDS}
     settings["seed"] = seed
+    settings["transforms"] = fingerprint_settings(cfg)
     return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def file_stamps(cfg: DataConfig) -> list[dict]:
     """Each training file's path, size and modification time (what staleness is judged by)."""
     stamps = []
-    for corpus in corpora_of(cfg):
-        for key in ("src", "tgt", "tsv"):
-            if corpus[key]:
-                path = Path(corpus[key])
-                try:
-                    st = path.stat()
-                except FileNotFoundError:
-                    raise UserError(f"file not found: {path}; check data.train / data.train_* in the config") from None
-                stamps.append({"path": str(path.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns})
+    files = [corpus[key] for corpus in corpora_of(cfg) for key in ("src", "tgt", "tsv") if corpus[key]]
+    for name in files + transform_files(cfg):
+        path = Path(name)
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            raise UserError(f"file not found: {path}; check data.train / data.train_* / data.transforms in the "
+                            "config") from None
+        stamps.append({"path": str(path.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns})
     return stamps
 
 
@@ -157,10 +169,47 @@ def _open(path: Path, dtype: str, count: int) -> np.ndarray:
     return np.memmap(path, dtype=dtype, mode="r", shape=(count,))
 
 
+class _Origins:
+    """Each pair's origin (attnmt/data/transforms.py): a corpus pair's line, from the sorted lines the
+    store left out (the k-th kept pair is line k plus the left-out lines before it), or the origin
+    of a pair the transforms added."""
+
+    def __init__(self, folder: Path, meta: dict):
+        self.folder, self.n, self.corpus_pairs = folder, meta["pairs"], meta.get("corpus_pairs", meta["pairs"])
+
+    @cached_property
+    def _kept_before(self) -> np.ndarray:
+        """For each left-out line, how many corpus pairs the store holds before it (non-decreasing)."""
+        dropped = np.load(self.folder / "dropped.npy")
+        return dropped - np.arange(len(dropped), dtype=np.int64)
+
+    @cached_property
+    def parts(self) -> dict[int, Origin]:
+        path = self.folder / "added.origins"
+        raw = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        return {int(k): tuple(tuple(part) for part in v) for k, v in raw.items()}
+
+    def lines(self) -> np.ndarray:
+        """The corpus line of every corpus pair, in store order."""
+        k = np.arange(self.corpus_pairs, dtype=np.int64)
+        return k + np.searchsorted(self._kept_before, k, side="right")
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> Origin:
+        i = int(i)
+        if not 0 <= i < self.n:
+            raise IndexError(i)
+        if i < self.corpus_pairs:
+            return ((i + int(np.searchsorted(self._kept_before, i, side="right")), 0, 0),)
+        return self.parts.get(i)
+
+
 class StoreData:
     """A prepared training split, read from the store (same interface as ParallelData for training)."""
 
-    guidance = None  # guided alignment needs the text in memory (the in-memory path)
+    links = None  # the corpus's word links by line, when the links transform attaches them (attnmt/data/loading.py)
 
     def __init__(self, folder: Path):
         self.folder = Path(folder)
@@ -170,6 +219,7 @@ class StoreData:
             raise UserError(f"{self.folder}: not a prepared store ({e}); run attnmt prepare CONFIG") from None
         self.src_ids, self.tgt_ids = (_Side(self.folder, side, self.meta) for side in SIDES)
         self.corpora = [Mix(c["name"], c["start"], c["kept"], c["weight"]) for c in self.meta["corpora"]]
+        self.origins = _Origins(self.folder, self.meta)
 
     def __len__(self) -> int:
         return self.meta["pairs"]

@@ -9,6 +9,7 @@ from pathlib import Path
 # The raw reader (no control-character cleaning): same file:line errors as the corpus readers.
 from attnmt.data.corpus import _read_raw_lines
 from attnmt.errors import UserError
+from attnmt.special import BOS, BOS_ID, EOS, EOS_ID, PAD, PAD_ID, SPECIALS, UNK, UNK_ID  # the ids live in the leaf
 
 __all__ = [
     "BOS",
@@ -22,10 +23,6 @@ __all__ = [
     "UNK_ID",
     "Vocabulary",
 ]
-
-PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<s>", "</s>"
-PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
-SPECIALS: tuple[str, ...] = (PAD, UNK, BOS, EOS)  # in id order
 
 
 class Vocabulary:

@@ -8,17 +8,100 @@ Both implement the model interface of docs/architecture.md:
 
 from __future__ import annotations
 
+import sys
+from dataclasses import dataclass
+from typing import Literal, Optional
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnmt.config import ModelConfig
+from attnmt.errors import UserError
 from attnmt.models.decoders import BahdanauDecoder, FixedVectorDecoder, LuongDecoder
 from attnmt.models.encoders import RNNEncoder
-from attnmt.models.registry import register_model, score_class
+from attnmt.models.registry import SCORES, register_model, score_class
+from attnmt.typed import check_range
 
-# The keys of model.* that every recurrent model reads.
-RNN_KEYS = frozenset({"type", "cell", "emb_size", "hidden_size", "enc_layers", "dec_layers", "dropout",
-                      "tie_embeddings"})
+
+@dataclass
+class RNNConfig(ModelConfig):
+    """The keys of model.* that every recurrent model reads, beside ModelConfig's."""
+
+    cell: Literal["lstm", "gru"] = "lstm"
+    emb_size: int = 256
+    hidden_size: int = 256  # decoder state; also the encoder's, per direction, unless enc_hidden_size is set
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("emb_size", "hidden_size"):
+            check_range(f"model.{name}", getattr(self, name), 1, None)
+
+
+@dataclass
+class Seq2SeqConfig(RNNConfig):
+    """model.type seq2seq (its decoder is as wide as the encoder: no enc_hidden_size)."""
+
+    type: str = "seq2seq"
+    reverse_source: bool = False  # feed the source backwards (Sutskever et al. 2014)
+    # give the fixed vector c to every decoder step, s_i = f(s_{i-1}, y_{i-1}, c), as Cho et al. (2014)'s
+    # RNN Encoder-Decoder (Bahdanau et al.'s RNNencdec) does, not only as the initial state.
+    feed_context: bool = False
+
+
+@dataclass
+class RNNSearchConfig(RNNConfig):
+    """model.type rnnsearch."""
+
+    type: str = "rnnsearch"
+    enc_hidden_size: Optional[int] = None  # encoder size per direction (OpenNMT's brnn halves hidden_size)
+    # The decoder's order. bahdanau: s_{i-1} queries the source before the state update (Bahdanau et al.
+    # 2014); luong: s_i queries after it, and the attentional vector h~_i = tanh(W_c [c_i; s_i]) feeds the
+    # output layer (Luong et al. 2015).
+    decoder: Literal["bahdanau", "luong"] = "bahdanau"
+    score: str = "additive"  # a name in attnmt.models.SCORES: additive | additive_coverage | dot | general
+    attn_size: Optional[int] = None  # width of the additive score's layer (default hidden_size)
+    input_feeding: bool = False  # decoder luong: feed the attentional vector to the next step
+    # The older single key for decoder + score: bahdanau | luong_dot | luong_general | luong_concat.
+    attention: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        if self.attention is not None:
+            _read_attention_alias(self)
+        super().__post_init__()
+        if self.enc_hidden_size is not None:
+            check_range("model.enc_hidden_size", self.enc_hidden_size, 1, None)
+        score = score_class(self.score)  # an unknown name: one line with the closest registered one
+        if self.attn_size is not None and not score.reads_attn_size:
+            readers = [name for name, other in SCORES.items() if other.reads_attn_size]
+            raise UserError(f"config: model.attn_size applies to score {' and '.join(readers)}, not {self.score}: "
+                            "remove it")
+        if self.input_feeding and self.decoder != "luong":
+            raise UserError("config: model.input_feeding applies to decoder luong, not bahdanau: remove it or set "
+                            "model.decoder: luong")
+
+
+# model.attention's values -> (model.decoder, model.score). Luong's "concat" score is Bahdanau's additive one.
+ATTENTION_ALIASES = {"bahdanau": ("bahdanau", "additive"), "luong_dot": ("luong", "dot"),
+                     "luong_general": ("luong", "general"), "luong_concat": ("luong", "additive")}
+
+
+def _read_attention_alias(cfg: RNNSearchConfig) -> None:
+    """model.attention, the older key, written as model.decoder + model.score."""
+    value = cfg.attention
+    if value not in ATTENTION_ALIASES:
+        raise UserError(f"config: model.attention={value!r} is unknown; allowed: {' | '.join(ATTENTION_ALIASES)} "
+                        "(or write model.decoder and model.score)")
+    decoder, score = ATTENTION_ALIASES[value]
+    given = {"decoder": cfg.decoder, "score": cfg.score}
+    for key, default, wanted in (("decoder", "bahdanau", decoder), ("score", "additive", score)):
+        if given[key] not in (default, wanted):
+            raise UserError(f"config: model.attention={value!r} means model.{key}: {wanted}, but model.{key} is "
+                            f"{given[key]!r}; keep one of the two")
+    cfg.decoder, cfg.score, cfg.attention = decoder, score, None
+    if value != "bahdanau":
+        print(f"note: model.attention: {value} is written model.decoder: {decoder} + model.score: {score} now",
+              file=sys.stderr)
 
 
 def reverse_padded(src: Tensor, src_len: Tensor) -> Tensor:
@@ -70,8 +153,7 @@ class Seq2Seq(EncoderDecoder):
     """Sutskever, Vinyals & Le (2014): the source is read into one fixed vector, the encoder's
     final state, from which the decoder must produce the whole translation."""
 
-    # its decoder is as wide as the encoder: no enc_hidden_size
-    config_keys = RNN_KEYS | {"reverse_source", "feed_context"}
+    config_class = Seq2SeqConfig  # its model.* keys (register_model derives config_keys from it)
     has_attention = False  # capabilities that align, study and serve ask of a model
     has_heads = False
     has_full_context = False
@@ -87,8 +169,8 @@ class Seq2Seq(EncoderDecoder):
         self.reverse_source = reverse_source
 
     @classmethod
-    def from_config(cls, cfg, src_vocab_size: int, tgt_vocab_size: int) -> Seq2Seq:
-        """Build from a :class:`attnmt.config.ModelConfig`."""
+    def from_config(cls, cfg: Seq2SeqConfig, src_vocab_size: int, tgt_vocab_size: int) -> Seq2Seq:
+        """Build from its config."""
         return cls(src_vocab_size, tgt_vocab_size, emb_size=cfg.emb_size, hidden_size=cfg.hidden_size,
                    enc_layers=cfg.enc_layers, dec_layers=cfg.dec_layers, cell=cfg.cell, dropout=cfg.dropout,
                    reverse_source=cfg.reverse_source, tie_embeddings=cfg.tie_embeddings, feed_context=cfg.feed_context)
@@ -114,7 +196,7 @@ class RNNSearch(EncoderDecoder):
     the score (`score`: a name in attnmt.models.SCORES, e.g. additive, additive_coverage, dot, general).
     """
 
-    config_keys = RNN_KEYS | {"enc_hidden_size", "decoder", "score", "attn_size", "input_feeding"}
+    config_class = RNNSearchConfig
     has_attention = True
     has_heads = False
     has_full_context = False
@@ -141,8 +223,8 @@ class RNNSearch(EncoderDecoder):
         super().__init__(encoder, dec, tgt_vocab_size, tie_embeddings)
 
     @classmethod
-    def from_config(cls, cfg, src_vocab_size: int, tgt_vocab_size: int) -> RNNSearch:
-        """Build from a :class:`attnmt.config.ModelConfig`."""
+    def from_config(cls, cfg: RNNSearchConfig, src_vocab_size: int, tgt_vocab_size: int) -> RNNSearch:
+        """Build from its config."""
         return cls(src_vocab_size, tgt_vocab_size, emb_size=cfg.emb_size, hidden_size=cfg.hidden_size,
                    enc_layers=cfg.enc_layers, dec_layers=cfg.dec_layers, cell=cfg.cell, dropout=cfg.dropout,
                    decoder=cfg.decoder, score=cfg.score, attn_size=cfg.attn_size, input_feeding=cfg.input_feeding,

@@ -23,17 +23,21 @@ keys/values of the earlier ones, so a step never recomputes the prefix.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnmt.data.vocab import PAD_ID
+from attnmt.config import ModelConfig
+from attnmt.errors import UserError
 from attnmt.models.attention import MultiHeadAttention
 from attnmt.models.dropout import Dropout
 from attnmt.models.registry import register_model
+from attnmt.special import PAD_ID
+from attnmt.typed import check_range
 
-__all__ = ["Transformer", "sinusoidal_encoding"]
+__all__ = ["Transformer", "TransformerConfig", "sinusoidal_encoding"]
 
 
 
@@ -114,12 +118,32 @@ class DecoderLayer(nn.Module):
         return y, k, v, weights
 
 
+@dataclass
+class TransformerConfig(ModelConfig):
+    """model.type transformer (Vaswani et al. 2017), beside ModelConfig's keys."""
+
+    type: str = "transformer"
+    d_model: int = 256
+    n_heads: int = 4
+    ff_size: int = 1024
+    share_embeddings: bool = False  # one embedding for source and target (needs a joint vocab)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("d_model", "n_heads", "ff_size"):
+            check_range(f"model.{name}", getattr(self, name), 1, None)
+        if self.d_model % self.n_heads:
+            raise UserError(
+                f"config: model.d_model={self.d_model} is not divisible by model.n_heads={self.n_heads}; "
+                "choose sizes with d_model % n_heads == 0"
+            )
+
+
 @register_model("transformer")
 class Transformer(nn.Module):
     """Vaswani et al. (2017): an encoder stack and a decoder stack of attention layers, no recurrence."""
 
-    config_keys = frozenset({"type", "d_model", "n_heads", "ff_size", "enc_layers", "dec_layers", "dropout",
-                             "tie_embeddings", "share_embeddings"})
+    config_class = TransformerConfig  # its model.* keys (register_model derives config_keys from it)
     has_attention = True
     has_heads = True
     query_lag = 0  # position i's query has read its input y_{i-1} through the causal self-attention
@@ -152,8 +176,8 @@ class Transformer(nn.Module):
             self.output.weight = self.tgt_embed.weight
 
     @classmethod
-    def from_config(cls, cfg, src_vocab_size: int, tgt_vocab_size: int) -> Transformer:
-        """Build from a :class:`attnmt.config.ModelConfig`."""
+    def from_config(cls, cfg: TransformerConfig, src_vocab_size: int, tgt_vocab_size: int) -> Transformer:
+        """Build from its config."""
         return cls(src_vocab_size, tgt_vocab_size, d_model=cfg.d_model, n_heads=cfg.n_heads, ff_size=cfg.ff_size,
                    enc_layers=cfg.enc_layers, dec_layers=cfg.dec_layers, dropout=cfg.dropout,
                    tie_embeddings=cfg.tie_embeddings, share_embeddings=cfg.share_embeddings)

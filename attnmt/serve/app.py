@@ -22,8 +22,8 @@ from attnmt import __version__
 from attnmt.align import model_method
 from attnmt.errors import UserError
 from attnmt.sampling import Sampling
-from attnmt.serve.batching import DynamicBatcher
-from attnmt.serve.engine import BatchKey, Item, ServedModel, decode_batch, load_models, served_model
+from attnmt.serve.batching import DynamicBatcher, QueueFull
+from attnmt.serve.engine import BatchKey, Item, ServedModel, decode_batch, load_models, sentence_costs, served_model
 from attnmt.serve.errors import ApiError, BodyLimitMiddleware, install_error_handlers
 from attnmt.serve.schema import (
     ErrorResponse,
@@ -41,20 +41,26 @@ __all__ = ["create_app", "serve"]
 STATIC_DIR = Path(__file__).parent / "static"
 ERROR_RESPONSES = {
     400: {"model": ErrorResponse, "description": "the body is not JSON"},
+    404: {"model": ErrorResponse, "description": "no model of that name"},
     413: {"model": ErrorResponse, "description": "the body is too large"},
     422: {"model": ErrorResponse, "description": "a field is missing, of the wrong type or out of range"},
     500: {"model": ErrorResponse, "description": "a server bug"},
+    503: {"model": ErrorResponse, "description": "the queue is full; retry after the seconds in Retry-After"},
 }
+MAX_BATCH_COST = 10_000  # about 32 sentences of 60 tokens at beam 5 (cost: see Limits)
 SAMPLING_FIELDS = ("top_k", "top_p", "temperature", "seed")  # meaningful only with "sample": true
 _SAMPLING_JOBS = itertools.count(1)
 
 
 def create_app(models: Mapping[str, Translator | str | Path], *, max_batch_size: int = 32,
-               max_wait_ms: float = 10.0, limits: Limits | None = None) -> FastAPI:
+               max_wait_ms: float = 10.0, limits: Limits | None = None,
+               max_batch_cost: float = MAX_BATCH_COST) -> FastAPI:
     """The app serving ``models`` (name -> Translator, or name -> model folder to load).
 
-    max_batch_size: the most sentences decoded together (1 = one request at a time, no batching);
-    max_wait_ms: how long the first request of a batch waits for others to join it.
+    max_batch_size: the most sentences decoded together (1 = one sentence at a time, no batching);
+    max_wait_ms: how long the first request of a batch waits for others to join it; max_batch_cost: the
+    most cost (see :class:`Limits`) in one batch: a larger request is split, and decoded in turns with
+    the others (attnmt.serve.batching). ``limits`` also bounds the queue.
     """
     if not models:
         raise ValueError("create_app needs at least one model")
@@ -65,7 +71,8 @@ def create_app(models: Mapping[str, Translator | str | Path], *, max_batch_size:
         served[name] = served_model(name, translator, limits.max_beam)
     default_model = next(iter(served))
     batcher = DynamicBatcher(lambda key, items: decode_batch(served, key, items), max_batch_size=max_batch_size,
-                             max_wait_s=max_wait_ms / 1000)
+                             max_wait_s=max_wait_ms / 1000, max_batch_cost=max_batch_cost,
+                             max_queue_items=limits.max_queue_sentences, max_queue_cost=limits.max_queue_cost)
     started = time.monotonic()
 
     @asynccontextmanager
@@ -98,7 +105,8 @@ def _add_routes(app: FastAPI, served: dict[str, ServedModel], default_model: str
     @app.get("/health", response_model=HealthResponse, tags=["service"])
     async def health() -> HealthResponse:
         """Liveness: answers while a batch decodes, since decoding runs in a worker thread."""
-        return HealthResponse(status="ok", models=list(served), uptime_s=round(time.monotonic() - started, 3))
+        return HealthResponse(status="ok", models=list(served), uptime_s=round(time.monotonic() - started, 3),
+                              queued_sentences=batcher.queued_items, queued_cost=round(batcher.queued_cost, 1))
 
     @app.get("/models", response_model=ModelsResponse, tags=["service"])
     async def list_models() -> ModelsResponse:
@@ -107,16 +115,24 @@ def _add_routes(app: FastAPI, served: dict[str, ServedModel], default_model: str
 
     @app.post("/translate", response_model=TranslateResponse, responses=ERROR_RESPONSES, tags=["translate"])
     async def translate(request: TranslateRequest) -> TranslateResponse:
-        """Translate one sentence (`text`) or several (`texts`), batched with concurrent requests."""
+        """Translate one sentence (`text`) or several (`texts`), batched with concurrent requests.
+
+        A full queue is a 503 with Retry-After (seconds): the request was not queued; send it again later."""
         t0 = time.perf_counter()
         model, texts, key = _resolve(request, served, default_model, limits)
         method = request.alignment_method or model_method(model.translator.config)
         items = [Item(text, request.attention, request.attention_heads, method if request.alignment else None)
                  for text in texts]
-        translations, info = await batcher.submit(key, items)
+        costs = _costs(request, model, texts, key, limits)
+        try:
+            translations, info = await batcher.submit(key, items, costs)
+        except QueueFull as e:
+            raise ApiError(503, None, str(e), headers={"Retry-After": str(e.retry_after_s)}) from None
+        except UserError as e:  # a decoding setting the checks above let through
+            raise ApiError(422, None, str(e)) from None
         timing = Timing(queue_ms=_ms(info.queue_s), decode_ms=_ms(info.run_s),
                         total_ms=_ms(time.perf_counter() - t0), batch_size=info.batch_items,
-                        batch_requests=info.batch_jobs)
+                        batch_requests=info.batch_jobs, batches=info.batches)
         return TranslateResponse(model=model.name, translations=translations, timing=timing)
 
     @app.get("/", include_in_schema=False)
@@ -128,7 +144,7 @@ def _resolve(request: TranslateRequest, served: Mapping[str, ServedModel], defau
              limits: Limits) -> tuple[ServedModel, list[str], BatchKey]:
     """The checks that depend on the served models and the limits, which a pydantic class cannot know."""
     if request.model is not None and request.model not in served:
-        raise ApiError(422, "model", f"unknown model {request.model!r}; available: {', '.join(served)}")
+        raise ApiError(404, "model", f"unknown model {request.model!r}; available: {', '.join(served)}")
     model = served[request.model or default_model]
     if (request.text is None) == (request.texts is None):
         raise ApiError(422, "text", "give exactly one of 'text' (a sentence) and 'texts' (a list of sentences)")
@@ -172,9 +188,25 @@ def _search(request: TranslateRequest, model: ServedModel, limits: Limits) -> tu
     if request.n_best > limits.max_beam:
         raise ApiError(422, "n_best", f"n_best={request.n_best} samples per sentence are too many; allowed: 1 to "
                                       f"{limits.max_beam}")
-    return 1, Sampling(top_k=request.top_k or 0, top_p=1.0 if request.top_p is None else request.top_p,
-                       temperature=1.0 if request.temperature is None else request.temperature,
-                       seed=request.seed or 0)
+    try:
+        return 1, Sampling(top_k=request.top_k or 0, top_p=1.0 if request.top_p is None else request.top_p,
+                           temperature=1.0 if request.temperature is None else request.temperature,
+                           seed=request.seed or 0)
+    except UserError as e:  # the schema's ranges are Sampling's: this is a second line of defence
+        raise ApiError(422, str(e).partition("=")[0], str(e)) from None
+
+
+def _costs(request: TranslateRequest, model: ServedModel, texts: list[str], key: BatchKey,
+           limits: Limits) -> list[int]:
+    """Each sentence's cost (Limits); a request that alone is over the queue's cost bound could never be queued."""
+    costs = sentence_costs(model.translator, texts, key.beam, key.n_best)
+    if sum(costs) > limits.max_queue_cost:
+        raise ApiError(422, "texts" if request.texts is not None else "text",
+                       f"the request's cost is {sum(costs):,} (beam {key.beam} x n_best {key.n_best} x (source tokens "
+                       f"+ 1), summed over its {len(texts)} sentences); this server takes at most "
+                       f"{limits.max_queue_cost:,} at a time: send fewer or shorter sentences, or a smaller beam "
+                       "or n_best")
+    return costs
 
 
 def _penalties(request: TranslateRequest, model: ServedModel, sampling: Sampling | None) -> tuple[float, float]:
@@ -213,18 +245,16 @@ def _load(directory: str | Path) -> Translator:
 
 def serve(model_specs: list[str], host: str = "127.0.0.1", port: int = 8000, *, max_batch_size: int = 32,
           max_wait_ms: float = 10.0, max_texts: int = 32, max_text_chars: int = 1000, max_beam: int = 10,
+          max_queue_sentences: int = 256, max_queue_cost: int = 100_000, max_batch_cost: float = MAX_BATCH_COST,
           checkpoint: str = "best", threads: int | None = None, log_level: str = "info", int8: bool = False) -> None:
     """Load the models (``NAME=DIR`` or ``DIR``) and serve them with uvicorn until interrupted."""
-    import pydantic
     import torch
     import uvicorn
 
-    try:
-        limits = Limits(max_texts=max_texts, max_text_chars=max_text_chars, max_beam=max_beam)
-    except pydantic.ValidationError as e:
-        err = e.errors()[0]
-        option = "--" + str(err["loc"][0]).replace("_", "-")
-        raise UserError(f"serve: {option}={err.get('input')!r}: {err['msg']}") from None
+    limits = _limits(max_texts=max_texts, max_text_chars=max_text_chars, max_beam=max_beam,
+                     max_queue_sentences=max_queue_sentences, max_queue_cost=max_queue_cost)
+    if not max_batch_cost >= 1:
+        raise UserError(f"serve: --max-batch-cost {max_batch_cost} is out of range; allowed: 1 or more")
     if threads is not None:
         torch.set_num_threads(threads)
     if not 0 <= port <= 65535:
@@ -234,10 +264,26 @@ def serve(model_specs: list[str], host: str = "127.0.0.1", port: int = 8000, *, 
     if max_wait_ms < 0:
         raise UserError(f"serve: --max-wait-ms {max_wait_ms} is out of range; allowed: 0 or more")
     app = create_app(load_models(model_specs, checkpoint=checkpoint, int8=int8), max_batch_size=max_batch_size,
-                     max_wait_ms=max_wait_ms, limits=limits)
+                     max_wait_ms=max_wait_ms, limits=limits, max_batch_cost=max_batch_cost)
     if not _is_loopback(host):
         print(f"attnmt serve: listening on {host}, reachable from other machines; the API has no authentication")
     uvicorn.run(app, host=host, port=port, log_level=log_level)
+
+
+def _limits(**values: int) -> Limits:
+    """Limits from the command line's values; an out-of-range one is a UserError naming its flag."""
+    import pydantic
+
+    if values["max_queue_sentences"] < values["max_texts"]:
+        raise UserError(f"serve: --max-queue-sentences {values['max_queue_sentences']} is below --max-texts "
+                        f"{values['max_texts']}: a request of --max-texts sentences could never be queued; raise "
+                        "--max-queue-sentences or lower --max-texts")
+    try:
+        return Limits(**values)
+    except pydantic.ValidationError as e:
+        err = e.errors()[0]
+        option = "--" + str(err["loc"][0]).replace("_", "-")
+        raise UserError(f"serve: {option}={err.get('input')!r}: {err['msg']}") from None
 
 
 def _is_loopback(host: str) -> bool:

@@ -1,55 +1,93 @@
-"""Dynamic batching: requests that arrive together are decoded together.
+"""Dynamic batching with a bounded queue: requests that arrive together are decoded together.
 
 A decoder is much faster per sentence on a batch than on one sentence at a time (one matrix product
 instead of many small ones), but HTTP requests arrive one by one. :class:`DynamicBatcher` sits
-between them: each request is a *job* (a group key and a list of items); the batcher's loop takes
-the first waiting job, waits at most ``max_wait_s`` from that job's arrival for more (or until
-``max_batch_size`` items are waiting), then runs the waiting jobs grouped by key, one call of
-``run_batch(key, items)`` per group, in a single worker thread. While a batch decodes, new jobs queue
-up, so under load the next batch is collected with no extra wait at all.
+between them: each request is a *job* (a group key and a list of items, each with a cost); the
+batcher's loop waits at most ``max_wait_s`` from the first waiting job's arrival for more (or until
+``max_batch_size`` items are waiting), then runs batches, one call of ``run_batch(key, items)`` per
+batch, in a single worker thread. While a batch decodes, new jobs queue up, so under load the next
+batch is collected with no extra wait at all.
+
+**Chunks and fair turns.** A job is cut, when it is submitted, into chunks of consecutive items of
+at most ``max_batch_size`` items and ``max_batch_cost`` cost (a chunk holds at least one item). A
+batch takes at most one chunk from each job, from jobs of one key, and the jobs take turns: each
+batch starts with the job that has waited longest since its last chunk was decoded (a new job
+counts from its arrival), then adds the next chunk of the other jobs of that key in the same order while
+the batch stays within both bounds. So a request of many expensive sentences is decoded a chunk at a
+time, and a two-word request that arrives meanwhile waits for one chunk, not for the whole of it.
+The chunks depend only on the job and the two bounds, never on what else is queued.
+
+**The bound.** The items and the cost of the jobs admitted and not yet answered (waiting or
+decoding) are counted; :meth:`DynamicBatcher.submit` refuses a job that would take either over
+``max_queue_items`` or ``max_queue_cost`` with :class:`QueueFull`, which carries how many seconds
+the queue needs to drain at the recent decoding rate (the server's ``Retry-After``). Memory and
+waiting time stay bounded however many requests arrive.
 
 Why one worker thread: the event loop must stay free to accept connections and answer ``/health``
 while a batch decodes, and a second decoding thread would only compete with the first for the same
-CPU cores (PyTorch already parallelises inside one batch).
-
-A job is never split across batches, so a request's items stay together; a job larger than
-``max_batch_size`` runs alone. ``max_batch_size=1`` therefore means "one request at a time", with no
-waiting: the baseline that the benchmark compares against.
+CPU cores (PyTorch already parallelises inside one batch). ``max_batch_size=1`` means one sentence
+at a time, with no waiting: the baseline that the benchmark compares against.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
+import math
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Generic, Hashable, Sequence, TypeVar
 
-__all__ = ["BatchInfo", "DynamicBatcher"]
+__all__ = ["BatchInfo", "DynamicBatcher", "QueueFull"]
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
 
 log = logging.getLogger(__name__)
+RETRY_AFTER_RANGE = (1, 60)  # seconds: Retry-After is at least 1 s and never asks a client to wait over a minute
+
+
+class QueueFull(Exception):
+    """The queue holds as many items or as much cost as it may: the job was not admitted."""
+
+    def __init__(self, message: str, retry_after_s: int) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
 @dataclass(frozen=True)
 class BatchInfo:
-    """How one job was served: how long it queued, how long its batch ran, how big the batch was."""
+    """How one job was served: how long it queued, how long its batches ran, how big the first was."""
 
-    queue_s: float  # from submission to the start of its batch
-    run_s: float  # wall time of the run_batch call that served it
-    batch_items: int  # items decoded together in that call
-    batch_jobs: int  # jobs (requests) served by that call
+    queue_s: float  # from submission to the answer, less the time its batches ran
+    run_s: float  # wall time of the run_batch calls that served it, summed
+    batch_items: int  # items decoded together in its first batch
+    batch_jobs: int  # jobs (requests) served by its first batch
+    batches: int = 1  # run_batch calls that served it (its chunks)
 
 
 @dataclass
 class _Job(Generic[Item]):
     key: Hashable
     items: list[Item]
+    costs: list[float]
+    chunks: list[tuple[int, int]]  # [start, end) of each chunk
     future: asyncio.Future
+    order: int  # submission order, to break ties between turns
     arrived: float = field(default_factory=time.perf_counter)
+    last_turn: float = 0.0  # when its last chunk was decoded (its arrival until then)
+    next_chunk: int = 0  # the first chunk not yet taken
+    chunks_done: int = 0
+    collected: bool = False  # the collection window that waits for company is over for it
+    results: list = field(default_factory=list)
+    run_s: float = 0.0
+    first_batch: tuple[int, int] | None = None
+
+    def chunk(self, index: int) -> tuple[int, float]:
+        start, end = self.chunks[index]
+        return end - start, sum(self.costs[start:end])
 
 
 class DynamicBatcher(Generic[Item, Result]):
@@ -58,20 +96,32 @@ class DynamicBatcher(Generic[Item, Result]):
     ``run_batch(key, items) -> results`` must return one result per item, in order; it runs in the
     worker thread, never on the event loop. Use it from one event loop: :meth:`start` in the
     application's startup, :meth:`submit` from request handlers, :meth:`stop` at shutdown.
+    ``max_queue_items`` / ``max_queue_cost``: None for no bound.
     """
 
     def __init__(self, run_batch: Callable[[Hashable, list[Item]], Sequence[Result]], max_batch_size: int = 32,
-                 max_wait_s: float = 0.010) -> None:
+                 max_wait_s: float = 0.010, max_batch_cost: float = math.inf, max_queue_items: int | None = None,
+                 max_queue_cost: float | None = None) -> None:
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
         if max_wait_s < 0:
             raise ValueError(f"max_wait_s must be >= 0, got {max_wait_s}")
+        if not max_batch_cost > 0:
+            raise ValueError(f"max_batch_cost must be > 0, got {max_batch_cost}")
+        for name, bound in (("max_queue_items", max_queue_items), ("max_queue_cost", max_queue_cost)):
+            if bound is not None and not bound > 0:
+                raise ValueError(f"{name} must be > 0 or None, got {bound}")
         self.run_batch = run_batch
-        self.max_batch_size = max_batch_size
-        self.max_wait_s = max_wait_s
-        self._queue: asyncio.Queue[_Job[Item]] | None = None
+        self.max_batch_size, self.max_wait_s, self.max_batch_cost = max_batch_size, max_wait_s, max_batch_cost
+        self.max_queue_items, self.max_queue_cost = max_queue_items, max_queue_cost
+        self.queued_items = 0  # admitted and not yet answered (waiting or decoding)
+        self.queued_cost = 0.0
+        self._rate: float | None = None  # recent decoding rate, cost per second
+        self._waiting: list[_Job[Item]] = []  # jobs with chunks not yet taken
+        self._new: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
         self._executor: ThreadPoolExecutor | None = None
+        self._order = itertools.count()
 
     @property
     def running(self) -> bool:
@@ -81,7 +131,7 @@ class DynamicBatcher(Generic[Item, Result]):
         """Start the collecting loop on the running event loop (call from async code)."""
         if self.running:
             return
-        self._queue = asyncio.Queue()
+        self._new = asyncio.Event()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="attnmt-decode")
         self._task = asyncio.get_running_loop().create_task(self._loop(), name="attnmt-batcher")
 
@@ -94,96 +144,162 @@ class DynamicBatcher(Generic[Item, Result]):
             except asyncio.CancelledError:
                 pass
             self._task = None
-        if self._queue is not None:
-            waiting = []
-            while not self._queue.empty():
-                waiting.append(self._queue.get_nowait())
-            _fail(waiting, RuntimeError("the server is shutting down"))
+        waiting, self._waiting = self._waiting, []
+        _fail(waiting, RuntimeError("the server is shutting down"))
         if self._executor is not None:
             self._executor.shutdown(wait=True)
             self._executor = None
 
-    async def submit(self, key: Hashable, items: list[Item]) -> tuple[list[Result], BatchInfo]:
-        """Queue a job and wait for its results (one per item, in order) and how it was served."""
-        if not self.running or self._queue is None:
+    def retry_after_s(self) -> int:
+        """Seconds the admitted work needs at the recent decoding rate, within RETRY_AFTER_RANGE."""
+        low, high = RETRY_AFTER_RANGE
+        if not self._rate:
+            return low
+        return int(min(max(math.ceil(self.queued_cost / self._rate), low), high))
+
+    def check_room(self, items: int, cost: float) -> None:
+        """Raise :class:`QueueFull` if a job of ``items`` items and ``cost`` would go over a bound."""
+        full = None
+        if self.max_queue_items is not None and self.queued_items + items > self.max_queue_items:
+            full = f"{self.queued_items} sentences are queued and at most {self.max_queue_items} may be"
+        elif self.max_queue_cost is not None and self.queued_cost + cost > self.max_queue_cost:
+            full = f"work of cost {self.queued_cost:,.0f} is queued and at most {self.max_queue_cost:,.0f} may be"
+        if full:
+            retry = self.retry_after_s()
+            raise QueueFull(f"the server is busy: {full}; retry in {retry} s", retry)
+
+    async def submit(self, key: Hashable, items: list[Item],
+                     costs: Sequence[float] | None = None) -> tuple[list[Result], BatchInfo]:
+        """Queue a job and wait for its results (one per item, in order) and how it was served.
+
+        ``costs``: one per item (default 1 each). Raises :class:`QueueFull` when the queue has no room.
+        """
+        if not self.running or self._new is None:
             raise RuntimeError("DynamicBatcher is not running; call start() first (the app does at startup)")
-        job: _Job[Item] = _Job(key, list(items), asyncio.get_running_loop().create_future())
-        await self._queue.put(job)
+        items = list(items)
+        costs = [1.0] * len(items) if costs is None else [float(c) for c in costs]
+        if len(costs) != len(items) or not items:
+            raise ValueError(f"a job needs items and one cost per item, got {len(items)} items, {len(costs)} costs")
+        self.check_room(len(items), sum(costs))
+        job: _Job[Item] = _Job(key, items, costs, self._chunks(costs), asyncio.get_running_loop().create_future(),
+                               next(self._order))
+        job.last_turn, job.results = job.arrived, [None] * len(items)
+        self.queued_items += len(items)
+        self.queued_cost += sum(costs)
+        self._waiting.append(job)
+        self._new.set()
         return await job.future
 
     # ---------------------------------------------------------------------------------- internals
 
+    def _chunks(self, costs: list[float]) -> list[tuple[int, int]]:
+        """Consecutive items, at most max_batch_size of them and max_batch_cost in cost (at least one)."""
+        chunks, start, cost = [], 0, 0.0
+        for i, c in enumerate(costs):
+            if i > start and (i - start >= self.max_batch_size or cost + c > self.max_batch_cost):
+                chunks.append((start, i))
+                start, cost = i, 0.0
+            cost += c
+        chunks.append((start, len(costs)))
+        return chunks
+
     async def _loop(self) -> None:
-        assert self._queue is not None
+        assert self._new is not None
         while True:
-            jobs = [await self._queue.get()]
+            self._drop_answered()
+            if not self._waiting:
+                self._new.clear()
+                await self._new.wait()
+                continue
+            if not any(job.collected for job in self._waiting):
+                await self._collect()
+            for job in self._waiting:
+                job.collected = True
+            batch = self._next_batch()
+            if batch:
+                await self._run(batch)
+
+    async def _collect(self) -> None:
+        """Wait for company until max_batch_size items wait or the first job has waited max_wait_s."""
+        assert self._new is not None
+        deadline = min(job.arrived for job in self._waiting) + self.max_wait_s
+        while sum(len(job.items) for job in self._waiting) < self.max_batch_size:
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0:
+                return
+            self._new.clear()
             try:
-                await self._collect(jobs)
-                for group in self._groups(jobs):
-                    await self._run(group)
-            finally:  # cancelled by stop() mid-batch: no collected job may wait forever
-                _fail(jobs, RuntimeError("the server is shutting down"))
+                await asyncio.wait_for(self._new.wait(), remaining)
+            except asyncio.TimeoutError:
+                return
 
-    async def _collect(self, jobs: list[_Job[Item]]) -> None:
-        """Add waiting jobs to ``jobs`` until the batch is full or the first job has waited long enough."""
-        assert self._queue is not None
-        deadline = jobs[0].arrived + self.max_wait_s
-        size = len(jobs[0].items)
-        while size < self.max_batch_size:
-            if self._queue.empty():
-                remaining = deadline - time.perf_counter()
-                if remaining <= 0:
-                    break
-                try:
-                    job = await asyncio.wait_for(self._queue.get(), remaining)
-                except asyncio.TimeoutError:
-                    break
-            else:  # jobs that queued during the previous batch have waited already: take them now
-                job = self._queue.get_nowait()
-            jobs.append(job)
-            size += len(job.items)
+    def _drop_answered(self) -> None:
+        """Forget jobs already answered (failed, or cancelled: the client went away), with their queued work."""
+        for job in [job for job in self._waiting if job.future.done()]:
+            self._waiting.remove(job)
+            for index in range(job.next_chunk, len(job.chunks)):
+                self._release(*job.chunk(index))
 
-    def _groups(self, jobs: list[_Job[Item]]) -> list[list[_Job[Item]]]:
-        """Split jobs by key, then into chunks of at most max_batch_size items (a job is never split)."""
-        by_key: dict[Hashable, list[_Job[Item]]] = {}
-        for job in jobs:
-            if not job.future.done():  # a cancelled request (client gone) needs no decoding
-                by_key.setdefault(job.key, []).append(job)
-        groups = []
-        for key_jobs in by_key.values():
-            chunk: list[_Job[Item]] = []
-            size = 0
-            for job in key_jobs:
-                if chunk and size + len(job.items) > self.max_batch_size:
-                    groups.append(chunk)
-                    chunk, size = [], 0
-                chunk.append(job)
-                size += len(job.items)
-            groups.append(chunk)
-        return [g for g in groups if g]
+    def _release(self, items: int, cost: float) -> None:
+        self.queued_items -= items
+        self.queued_cost = max(self.queued_cost - cost, 0.0)
 
-    async def _run(self, jobs: list[_Job[Item]]) -> None:
-        """Run one group in the worker thread and hand each job its slice of the results."""
-        items = [item for job in jobs for item in job.items]
+    def _next_batch(self) -> list[tuple[_Job[Item], int]]:
+        """One chunk of each job of the key whose turn it is, within max_batch_size and max_batch_cost."""
+        turns = sorted(self._waiting, key=lambda job: (job.last_turn, job.order))
+        key = turns[0].key
+        batch: list[tuple[_Job[Item], int]] = []
+        items, cost = 0, 0.0
+        for job in turns:
+            if job.key != key:
+                continue
+            n, c = job.chunk(job.next_chunk)
+            if batch and (items + n > self.max_batch_size or cost + c > self.max_batch_cost):
+                continue
+            batch.append((job, job.next_chunk))
+            items, cost = items + n, cost + c
+            job.next_chunk += 1
+            if job.next_chunk == len(job.chunks):
+                self._waiting.remove(job)
+        return batch
+
+    async def _run(self, batch: list[tuple[_Job[Item], int]]) -> None:
+        """Run one batch in the worker thread and hand each job its chunk's results."""
+        spans = [(job, *job.chunks[index]) for job, index in batch]
+        items = [item for job, start, end in spans for item in job.items[start:end]]
+        cost = sum(job.chunk(index)[1] for job, index in batch)
         started = time.perf_counter()
         try:
             results = await asyncio.get_running_loop().run_in_executor(
-                self._executor, self.run_batch, jobs[0].key, items)
+                self._executor, self.run_batch, batch[0][0].key, items)
             if len(results) != len(items):
                 raise RuntimeError(f"run_batch returned {len(results)} results for {len(items)} items")
+        except asyncio.CancelledError:  # stop() during a batch: no job of it may wait forever
+            _fail([job for job, _ in batch], RuntimeError("the server is shutting down"))
+            raise
         except Exception as e:  # a failed batch fails its own jobs, never the loop
             log.exception("batch of %d items failed", len(items))
-            _fail(jobs, e)
+            _fail([job for job, _ in batch], e)
             return
+        finally:  # cancelled by stop() mid-batch too: the chunks are no longer queued
+            self._release(len(items), cost)
+            for job, _ in batch:  # to the back of the line, behind the jobs that came while it decoded
+                job.last_turn = time.perf_counter()
         run_s = time.perf_counter() - started
+        if run_s > 0:
+            self._rate = cost / run_s if self._rate is None else 0.7 * self._rate + 0.3 * cost / run_s
         offset = 0
-        for job in jobs:
-            n = len(job.items)
-            info = BatchInfo(queue_s=started - job.arrived, run_s=run_s, batch_items=len(items),
-                             batch_jobs=len(jobs))
-            if not job.future.done():
-                job.future.set_result((list(results[offset:offset + n]), info))
-            offset += n
+        for job, start, end in spans:
+            job.results[start:end] = results[offset:offset + end - start]
+            offset += end - start
+            job.run_s += run_s
+            job.chunks_done += 1
+            job.first_batch = job.first_batch or (len(items), len(batch))
+            if job.chunks_done == len(job.chunks) and not job.future.done():
+                total = time.perf_counter() - job.arrived
+                info = BatchInfo(queue_s=max(total - job.run_s, 0.0), run_s=job.run_s, batch_items=job.first_batch[0],
+                                 batch_jobs=job.first_batch[1], batches=len(job.chunks))
+                job.future.set_result((list(job.results), info))
 
 
 def _fail(jobs: list[_Job], error: BaseException) -> None:

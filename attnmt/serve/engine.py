@@ -15,6 +15,7 @@ from typing import Mapping, NamedTuple
 import numpy as np
 import torch
 
+from attnmt.align import align_translations
 from attnmt.errors import UserError
 from attnmt.forced import forced_batches
 from attnmt.sampling import Sampling
@@ -22,7 +23,8 @@ from attnmt.serve.schema import Hypothesis, ModelInfo, Translation
 from attnmt.translator import Translation as TranslatorOutput
 from attnmt.translator import Translator
 
-__all__ = ["BatchKey", "Item", "ServedModel", "decode_batch", "load_models", "parse_model_spec", "served_model"]
+__all__ = ["BatchKey", "Item", "ServedModel", "decode_batch", "load_models", "parse_model_spec", "sentence_costs",
+           "served_model"]
 
 # Attention weights are sent rounded: 4 decimals are more than a heatmap can show and keep the JSON small.
 ATTENTION_DECIMALS = 4
@@ -119,6 +121,7 @@ def example_sources(translator: Translator, n: int = 5) -> list[str]:
     (held out by `attnmt train`), the config's validation file, or the synthetic language's validation
     split; none when there is no such data."""
     from attnmt.data.corpus import read_lines
+    from attnmt.data.transforms import source_of
 
     cfg = translator.config.data
     folder = translator.model_dir
@@ -130,14 +133,24 @@ def example_sources(translator: Translator, n: int = 5) -> list[str]:
         if path.is_file():
             lines = [line for line in read_lines(path) if line.strip()]
             break
-    if not lines and cfg.synthetic:
-        from attnmt.data.dataset import synthetic_splits
-
-        lines = [src for src, _ in synthetic_splits(cfg, seed=translator.config.train.seed)["valid"]]
+    source = source_of(cfg) if not lines else None
+    if source is not None:  # the synthetic language's validation pairs
+        lines = [src for src, _ in source.valid_pairs(translator.config.train.seed) or []]
     if not lines:
         return []
     step = max(len(lines) // n, 1)
     return lines[step // 2::step][:n]
+
+
+def sentence_costs(translator: Translator, texts: list[str], beam: int, n_best: int) -> list[int]:
+    """The queue's estimate of each sentence's decoding work: ``beam x n_best x (source tokens + 1)``.
+
+    The decoder runs about one step per output token (roughly as many as the source's, and one for
+    </s>) over ``beam`` hypotheses (1 when sampling), and an n-best list keeps the search going until
+    ``n_best`` hypotheses have finished. The product errs high for long n-best lists of beam search,
+    which is the safe side for a bound.
+    """
+    return [beam * n_best * (len(translator.src.tokens(text)) + 1) for text in texts]
 
 
 def decode_batch(models: Mapping[str, ServedModel], key: BatchKey, items: list[Item]) -> list[Translation]:
@@ -150,7 +163,7 @@ def decode_batch(models: Mapping[str, ServedModel], key: BatchKey, items: list[I
     wants_heads = [i for i, item in enumerate(items) if item.heads and outputs[i].src_tokens]
     heads = dict(zip(wants_heads, head_attention(translator, [outputs[i] for i in wants_heads])))
     for method in {item.alignment for item in items if item.alignment}:
-        translator.align([out for out, item in zip(outputs, items) if item.alignment == method], method)
+        align_translations(translator, [out for out, item in zip(outputs, items) if item.alignment == method], method)
     return [_to_api(out, item, heads.get(i)) for i, (out, item) in enumerate(zip(outputs, items))]
 
 

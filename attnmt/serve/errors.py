@@ -26,13 +26,13 @@ log = logging.getLogger(__name__)
 class ApiError(Exception):
     """A request the server refuses: the HTTP status, the field at fault and what to do."""
 
-    def __init__(self, status: int, field: str | None, message: str) -> None:
+    def __init__(self, status: int, field: str | None, message: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
-        self.status, self.field, self.message = status, field, message
+        self.status, self.field, self.message, self.headers = status, field, message, headers
 
 
-def error_json(status: int, field: str | None, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"field": field, "message": message}}, status_code=status)
+def error_json(status: int, field: str | None, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": {"field": field, "message": message}}, status_code=status, headers=headers)
 
 
 def field_name(loc: Sequence[Any]) -> str:
@@ -73,7 +73,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
-        return error_json(exc.status, exc.field, exc.message)
+        return error_json(exc.status, exc.field, exc.message, exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -11,7 +11,14 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Optional
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+from attnmt.sampling import MAX_SEED, MAX_TEMPERATURE, MIN_TEMPERATURE
+
+# The largest min_len, no_repeat_ngram and top_k a request may give: far beyond any output length and
+# vocabulary, and small enough for every integer type decoding puts them in.
+MAX_OUTPUT_TOKENS = 10_000
+MAX_TOP_K = 1_000_000
 
 
 def _not_blank(text: str) -> str:
@@ -30,7 +37,14 @@ SourceText = Annotated[str, AfterValidator(_not_blank)]
 
 
 class Limits(BaseModel):
-    """What one request may ask for; set by whoever starts the server."""
+    """What one request may ask for and how much work may wait; set by whoever starts the server.
+
+    A sentence's cost is ``beam x n_best x (its source tokens + 1)`` (beam 1 when sampling): an estimate
+    of the decoder's work that grows with each of the three. The queue holds the sentences of the
+    requests admitted and not yet answered; a request that would take it over ``max_queue_sentences``
+    or ``max_queue_cost`` gets 503 with Retry-After, and a request whose own cost is over
+    ``max_queue_cost`` a 422.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -38,6 +52,16 @@ class Limits(BaseModel):
     max_text_chars: int = Field(1000, ge=1, description="most characters in one sentence")
     max_beam: int = Field(10, ge=1, le=100, description="largest beam size (n_best is at most the beam)")
     max_body_bytes: int = Field(1_000_000, ge=1024, description="largest request body; larger ones get 413")
+    max_queue_sentences: int = Field(256, ge=1, description="most sentences queued or decoding; more get 503")
+    max_queue_cost: int = Field(100_000, ge=1, description="most cost (beam x n_best x (source tokens + 1) per "
+                                                           "sentence) queued or decoding; more get 503")
+
+    @model_validator(mode="after")
+    def _a_full_request_fits(self) -> "Limits":
+        if self.max_queue_sentences < self.max_texts:
+            raise ValueError(f"max_queue_sentences ({self.max_queue_sentences}) is below max_texts "
+                             f"({self.max_texts}): a request of max_texts sentences could never be queued")
+        return self
 
 
 class TranslateRequest(BaseModel):
@@ -63,10 +87,12 @@ class TranslateRequest(BaseModel):
     alignment_method: Optional[Literal["argmax", "threshold", "shift", "mutual", "shift-mutual"]] = Field(
         None, description="how attention becomes links, as `attnmt align --method` (docs/alignment.md); "
                           "default: the model's own (shift if it was guided on that row, else argmax)")
-    min_len: Optional[int] = Field(None, ge=0, description="no </s> before this many output tokens (0: no "
-                                                           "minimum); default: the model's decode.min_len")
-    no_repeat_ngram: Optional[int] = Field(None, ge=0, description="no n-gram of this many tokens twice in an "
-                                                                   "output (0: off); default: the model's")
+    min_len: Optional[int] = Field(None, ge=0, le=MAX_OUTPUT_TOKENS,
+                                   description="no </s> before this many output tokens (0: no minimum); default: "
+                                               "the model's decode.min_len")
+    no_repeat_ngram: Optional[int] = Field(None, ge=0, le=MAX_OUTPUT_TOKENS,
+                                           description="no n-gram of this many tokens twice in an output (0: off); "
+                                                       "default: the model's")
     length_penalty: Optional[float] = Field(None, ge=0, le=10, allow_inf_nan=False,
                                             description="GNMT's alpha (0: off); default: the model's")
     coverage_penalty: Optional[float] = Field(None, ge=0, le=10, allow_inf_nan=False,
@@ -75,13 +101,13 @@ class TranslateRequest(BaseModel):
                                                           "attention; default: the model's")
     sample: bool = Field(False, description="draw each token from the model's distribution instead of searching "
                                             "(beam 1; n_best samples per sentence)")
-    top_k: Optional[int] = Field(None, ge=0, description="with sample: draw among the k most likely tokens "
-                                                         "(0, the default: all)")
+    top_k: Optional[int] = Field(None, ge=0, le=MAX_TOP_K,
+                                 description="with sample: draw among the k most likely tokens (0, the default: all)")
     top_p: Optional[float] = Field(None, gt=0, le=1, description="with sample: draw from the nucleus of this "
                                                                  "probability mass (default 1: all)")
-    temperature: Optional[float] = Field(None, gt=0, allow_inf_nan=False,
+    temperature: Optional[float] = Field(None, ge=MIN_TEMPERATURE, le=MAX_TEMPERATURE, allow_inf_nan=False,
                                          description="with sample: divides the log probabilities (default 1)")
-    seed: Optional[int] = Field(None, ge=0, description="with sample: fixes the samples (default 0)")
+    seed: Optional[int] = Field(None, ge=0, le=MAX_SEED, description="with sample: fixes the samples (default 0)")
 
 
 class Hypothesis(BaseModel):
@@ -116,11 +142,14 @@ class Translation(BaseModel):
 class Timing(BaseModel):
     """Where the request's time went; batch_* show the dynamic batching at work."""
 
-    queue_ms: float = Field(description="waiting to be batched (and for the batch before)")
-    decode_ms: float = Field(description="decoding the batch this request was part of")
+    queue_ms: float = Field(description="waiting to be batched (and for the batches before and between its own)")
+    decode_ms: float = Field(description="decoding the batches this request was part of")
     total_ms: float = Field(description="in the server, from the parsed request to the response")
-    batch_size: int = Field(description="sentences decoded together with (and including) this request's")
+    batch_size: int = Field(description="sentences decoded together with (and including) this request's, in "
+                                        "its first batch")
     batch_requests: int = Field(description="requests in that batch")
+    batches: int = Field(1, description="batches this request's sentences were decoded in: a request over "
+                                        "max_batch_size sentences or max_batch_cost is split")
 
 
 class TranslateResponse(BaseModel):
@@ -152,6 +181,8 @@ class HealthResponse(BaseModel):
     status: Literal["ok"]
     models: list[str]
     uptime_s: float
+    queued_sentences: int = Field(0, description="sentences of admitted requests, waiting or decoding")
+    queued_cost: float = Field(0.0, description="their cost (Limits)")
 
 
 class ErrorDetail(BaseModel):

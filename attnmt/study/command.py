@@ -128,6 +128,10 @@ def training_study(study: Study, out: Path) -> tuple[Study, Path]:
     return owner, out.parent / f"study-{owner.name}"
 
 
+def _test_additions(study: Study) -> tuple[int, int]:
+    return study.evaluation.test_short, study.evaluation.test_short_max_words
+
+
 def execute_study(study: Study, out: Path, retrain: bool = False, jobs: int = 1, say=None) -> Executed:
     """Write the study's data into ``out``, then train (what is missing) and measure every run."""
     say = say or (lambda *a: None)
@@ -135,9 +139,9 @@ def execute_study(study: Study, out: Path, retrain: bool = False, jobs: int = 1,
     out.mkdir(parents=True, exist_ok=True)
     trainer, train_out = training_study(study, out)
     data = prepare_data(trainer, train_out)
-    training_fingerprint = data.fingerprint
-    if trainer is not study and study.data != trainer.data:
-        # Test-only data settings of its own (spec.TEST_ONLY_DATA): its test pairs, in its own folder.
+    training_fingerprint = data.training_fingerprint
+    if trainer is not study and _test_additions(study) != _test_additions(trainer):
+        # Test pairs of its own (evaluation.test_short), in its own folder; the training data is the owner's.
         data = prepare_data(study, out)
     say(f"study {study.name}: data in {data.directory} ({data.summary['train']['pairs']} training pairs, test "
         f"{data.summary['test']['min_words']}-{data.summary['test']['max_words']} words); output {out}")
@@ -150,14 +154,18 @@ def execute_study(study: Study, out: Path, retrain: bool = False, jobs: int = 1,
 
 
 def run_study(path: str | Path, out: str | Path | None = None, retrain: bool = False, jobs: int | None = None,
-              quiet: bool = False, command: str | None = None) -> StudyResult:
+              quiet: bool = False, command: str | None = None,
+              overrides: list[str] | tuple[str, ...] = ()) -> StudyResult:
     """Run the study of ``path``: train what is missing, evaluate, write report.html and results.json.
 
-    ``jobs`` (default: the study's ``jobs``) runs are trained and evaluated at the same time.
+    ``jobs`` (default: the study's ``jobs``) runs are trained and evaluated at the same time; ``overrides``
+    (``section.key=value``) change the study file's values, e.g. where its data is.
     """
     started, cpu_started = time.perf_counter(), time.process_time()
     say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
-    study = load_study(path)
+    study = load_study(path, overrides)
+    if command is None and overrides:
+        command = f"attnmt study {path}" + "".join(f" --set {item}" for item in overrides)
     jobs = study.jobs if jobs is None else jobs
     if jobs < 1:
         raise UserError(f"--jobs {jobs}: must be at least 1")

@@ -31,6 +31,9 @@ class StudyData:
     # Further test sets measured like the test split but reported on their own (name -> sources,
     # references), e.g. the naturally long sentences of a corpus beside its joined test pairs.
     extra_tests: dict[str, tuple[list[str], list[str]]] = field(default_factory=dict)
+    # The splits the models train on are those of this fingerprint: the data without the test pairs that
+    # evaluation.test_short adds (the same as ``fingerprint`` when it adds none).
+    training_fingerprint: str = ""
 
     @property
     def test_lengths(self) -> list[int]:
@@ -49,28 +52,41 @@ def _length_summary(pairs: list[tuple[str, str]]) -> dict:
             "mean_words": round(float(np.mean(lengths)), 1) if lengths else 0.0}
 
 
+def _fingerprint(splits: dict[str, list[tuple[str, str]]]) -> str:
+    extra = [split for split in splits if split not in ("train", "valid", "test")]
+    digest = hashlib.sha256()
+    for split in ("train", "valid", "test", *extra):
+        for s, t in splits[split]:
+            digest.update(f"{s}\t{t}\n".encode())
+    return digest.hexdigest()[:12]
+
+
 def prepare_data(study: Study, out: Path) -> StudyData:
-    """Generate or read the study's data and write train/valid/test files to ``out/data``."""
+    """Generate or read the study's data and write train/valid/test files to ``out/data``, with the test
+    pairs that ``evaluation.test_short`` adds."""
     directory = out / "data"
     labels = None
     base_dir = Path(study.path or ".").parent
     if study.data.synthetic is not None:
         splits, gold, labels = _synthetic_splits(study.data.synthetic, directory)
     elif study.data.tatoeba_long is not None:
-        splits, gold = tatoeba_long_splits(study.data.tatoeba_long, base_dir), None
+        cfg = study.data.tatoeba_long
+        splits, unused = tatoeba_long_data(cfg, base_dir)
+        gold = None
     else:
         splits, gold = _multi30k_long_splits(study.data.multi30k_long, base_dir), None  # type: ignore[arg-type]
+    training_fingerprint = _fingerprint(splits)
+    if study.evaluation.test_short:
+        splits["test"] = splits["test"] + short_singles(unused, splits["test"], study.evaluation.test_short,
+                                                        cfg.test_min_words, study.evaluation.test_short_max_words)
     for split, pairs in splits.items():
         _write_split(directory, split, pairs)
     extra = [split for split in splits if split not in ("train", "valid", "test")]
-    digest = hashlib.sha256()
-    for split in ("train", "valid", "test", *extra):
-        for s, t in splits[split]:
-            digest.update(f"{s}\t{t}\n".encode())
     summary = {split: _length_summary(pairs) for split, pairs in splits.items()}
     return StudyData(directory, [s for s, _ in splits["test"]], [t for _, t in splits["test"]], gold, summary,
-                     digest.hexdigest()[:12], labels,
-                     {split: ([s for s, _ in splits[split]], [t for _, t in splits[split]]) for split in extra})
+                     _fingerprint(splits), labels,
+                     {split: ([s for s, _ in splits[split]], [t for _, t in splits[split]]) for split in extra},
+                     training_fingerprint)
 
 
 def _synthetic_splits(cfg: SyntheticData, directory: Path):
@@ -140,10 +156,10 @@ def join_consecutive(pairs: list[tuple[str, str]], min_join: int, max_join: int,
 def _multi30k_long_splits(cfg: Multi30kLongData, base_dir: Path) -> dict[str, list[tuple[str, str]]]:
     from attnmt.data.corpus import read_parallel
 
-    directory = resolve_path(cfg.dir, base_dir)
-    if not directory.is_dir():
-        raise UserError(f"multi30k: folder not found: {directory}; set data.multi30k_long.dir (relative to the "
-                        "study file) to the folder with the raw files")
+    directory = resolve_path(cfg.dir, base_dir) if cfg.dir else None
+    if directory is None or not directory.is_dir():
+        raise UserError(f"data.multi30k_long.dir: folder not found: {directory or '(not set)'}; set it (relative "
+                        "to the study file) to the folder with the raw files (`attnmt data multi30k DEST` writes it)")
 
     def read(split: str) -> list[tuple[str, str]]:
         return read_parallel(_multi30k_file(directory, split, cfg.src_lang),
@@ -208,25 +224,31 @@ def short_singles(unused: list[tuple[str, str]], taken: list[tuple[str, str]], c
     return chosen
 
 
-def _test_pairs(pool: list[tuple[str, str]], cfg: TatoebaLongData, rng: random.Random) -> list[tuple[str, str]]:
-    """The test pairs: ``pool`` joined to lengths drawn from ``rng``, then ``cfg.test_short`` unused singles."""
+def _test_pairs(pool: list[tuple[str, str]], cfg: TatoebaLongData,
+                rng: random.Random) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """The test pairs: ``pool`` joined to lengths drawn from ``rng``; and the pairs of ``pool`` the joins left."""
     test, used = _join_counting(pool, [rng.randint(cfg.test_min_words, cfg.test_max_words) for _ in range(cfg.test)])
-    test = [p for p in test if _words(p[0]) <= cfg.test_max_words]
-    # Draws no random number: the training and validation pairs do not change with test_short.
-    return test + short_singles(pool[used:], test, cfg.test_short, cfg.test_min_words, cfg.test_short_max_words)
+    return [p for p in test if _words(p[0]) <= cfg.test_max_words], pool[used:]
 
 
 def tatoeba_long_splits(cfg: TatoebaLongData, base_dir: Path) -> dict[str, list[tuple[str, str]]]:
     """train, valid, test (joined held-out sentences) and natural (naturally long held-out
     sentences plus the Multi30k test captions); see :class:`TatoebaLongData`."""
+    return tatoeba_long_data(cfg, base_dir)[0]
+
+
+def tatoeba_long_data(cfg: TatoebaLongData,
+                      base_dir: Path) -> tuple[dict[str, list[tuple[str, str]]], list[tuple[str, str]]]:
+    """:func:`tatoeba_long_splits`, and the held-out pairs (in order) that no test pair joined: where
+    evaluation.test_short takes its single sentences from."""
     from attnmt.data.corpus import read_parallel, read_tsv
     from attnmt.data.split import split_held_out
     from attnmt.data.tokenize import normalize_whitespace
 
-    path = resolve_path(cfg.tatoeba, base_dir)
-    if not path.is_file():
-        raise UserError(f"tatoeba: file not found: {path}; set data.tatoeba_long.tatoeba (relative to the study "
-                        "file) to a manythings.org export (English TAB other language, plain or .gz)")
+    path = resolve_path(cfg.tatoeba, base_dir) if cfg.tatoeba else None
+    if path is None or not path.is_file():
+        raise UserError(f"data.tatoeba_long.tatoeba: file not found: {path or '(not set)'}; set it (relative to the "
+                        "study file) to a manythings.org export (English TAB other language, plain or .gz)")
     flip = (lambda ps: [(t, s) for s, t in ps]) if cfg.reverse_direction else (lambda ps: list(ps))
     pairs = flip(read_tsv(path, 0, 1))
     rng = random.Random(cfg.seed)
@@ -246,7 +268,7 @@ def tatoeba_long_splits(cfg: TatoebaLongData, base_dir: Path) -> dict[str, list[
     natural += [p for p in held if _words(p[0]) >= cfg.natural_min_words]
     pool = [p for p in held if _words(p[0]) < cfg.natural_min_words]
     rng.shuffle(pool)
-    test = _test_pairs(pool, cfg, rng)
+    test, unused = _test_pairs(pool, cfg, rng)
     rng.shuffle(valid_pool)
     valid = join_to_lengths(valid_pool, [rng.randint(1, cfg.train_max_words) for _ in range(cfg.valid)])
     valid = [p for p in valid if _words(p[0]) <= cfg.train_max_words]
@@ -274,4 +296,4 @@ def tatoeba_long_splits(cfg: TatoebaLongData, base_dir: Path) -> dict[str, list[
     splits = {"train": train, "valid": valid, "test": test}
     if natural:
         splits["natural"] = natural
-    return splits
+    return splits, unused

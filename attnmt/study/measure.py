@@ -34,7 +34,7 @@ def _eval_key(run: Run, data: StudyData, study: Study) -> str:
     evaluation.update(evaluation.pop("models").get(run.model, {}))  # only this run's own decoding
     settings = {"evaluation": evaluation, "alignment": dataclasses.asdict(study.alignment),
                 "checkpoint": [str(checkpoint), stat.st_size, stat.st_mtime_ns], "data": data.fingerprint,
-                "version": 2}
+                "edges": bucket_edges_for(study, data.test_lengths), "version": 2}  # default edges: length_edges
     if data.extra_tests:
         settings["extra_tests"] = sorted(data.extra_tests)
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
@@ -53,8 +53,8 @@ def teacher_forced_stats(translator, sources: list[str], targets: list[str], wid
     """Test perplexity and next-token accuracy by target position, with teacher forcing."""
     import torch.nn.functional as F
 
-    from attnmt.data.vocab import PAD_ID
     from attnmt.forced import forced_batches
+    from attnmt.special import PAD_ID
 
     src_ids = [translator.src.ids(s) or [PAD_ID] for s in sources]
     tgt_ids = [translator.tgt.ids(t) for t in targets]
@@ -136,7 +136,8 @@ def evaluate_run(run: Run, data: StudyData, study: Study, out: Path) -> dict:
     scores = corpus_scores(hypotheses, data.test_tgt, tokenize=ev.bleu_tokenize)
     result: dict = {
         "key": key, "model": run.model, "seed": run.seed, "model_dir": str(run.model_dir),
-        "model_type": translator.model_type, "reverse_source": bool(translator.config.model.reverse_source),
+        "model_type": translator.model_type,
+        "reverse_source": bool(getattr(translator.config.model, "reverse_source", False)),  # seq2seq's key
         "training": _train_log_summary(run.model_dir),
         "bleu": scores.bleu, "chrf": scores.chrf, "bleu_signature": scores.bleu_signature,
         "buckets": [dataclasses.asdict(b) for b in buckets], "decode_seconds": decode_seconds,

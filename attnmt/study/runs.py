@@ -30,7 +30,7 @@ class Run:
 
 def plan_runs(study: Study, out: Path, fingerprint: str) -> list[Run]:
     """Every (model, seed) of the study, with the exact config each is trained with: on the splits
-    in ``out/data``, whose fingerprint (StudyData.fingerprint) is ``fingerprint``."""
+    in ``out/data``, whose training fingerprint (StudyData.training_fingerprint) is ``fingerprint``."""
     runs = []
     base_dir = Path(study.path or ".").parent
     for entry in study.models:
@@ -48,7 +48,7 @@ def plan_runs(study: Study, out: Path, fingerprint: str) -> list[Run]:
             # the name makes a changed data set a changed config, so old models are not reused.
             config.name = f"{study.name}-{entry.name}-seed{seed}-data{fingerprint}"
             d = config.data
-            d.synthetic = False
+            d.transforms = [t for t in d.transforms if t.get("name") != "synthetic"]  # the study gives the pairs
             directory = out / "data"
             d.train_src, d.train_tgt = str(directory / "train.src"), str(directory / "train.tgt")
             d.valid_src, d.valid_tgt = str(directory / "valid.src"), str(directory / "valid.tgt")

@@ -11,7 +11,7 @@ import yaml
 
 from attnmt.config import config_from_dict
 from attnmt.errors import UserError
-from attnmt.typed import build, check_range, read_yaml
+from attnmt.typed import apply_overrides, build, check_range, read_yaml
 
 
 @dataclass
@@ -49,7 +49,9 @@ class Multi30kLongData:
     buckets are the joined test pairs.
     """
 
-    dir: str = "../../shared/data/multi30k"  # the official raw files ({split}.{lang}[.gz]); relative to the study file
+    # The folder of the official raw files ({split}.{lang}[.gz]), as `attnmt data multi30k DEST` writes them;
+    # relative to the study file. Required.
+    dir: str = ""
     src_lang: str = "en"
     tgt_lang: str = "fr"
     min_join: int = 2
@@ -79,16 +81,12 @@ class TatoebaLongData:
     length. Naturally long sentences (at least ``natural_min_words``; ``natural_share`` of them,
     and any the held-out draw catches) are kept out of training and the joins and, with the
     Multi30k test captions when given, form a second test set reported on its own.
-
-    ``test_short`` adds that many single held-out sentences of at most ``test_short_max_words``
-    source words to the test pairs, taken in order from the held-out sentences the joins left
-    unused: a join to a few words is one sentence that often overshoots, so the shortest bucket is
-    the thinnest. It changes the test pairs only (training and validation stay as they are), so a
-    ``models_from`` study may set it to measure another study's models on a larger short bucket.
     """
 
-    tatoeba: str = "../../shared/data/tatoeba/fra-eng.tsv.gz"  # English TAB other language; relative to the study file
-    multi30k: str | None = "../../shared/data/multi30k"  # official raw files; null: Tatoeba only
+    # A manythings.org export (English TAB the other language, plain or .gz); relative to the study file. Required.
+    tatoeba: str = ""
+    # The Multi30k raw files (`attnmt data multi30k DEST`), whose training captions are added; None: Tatoeba only
+    multi30k: str | None = None
     reverse_direction: bool = False  # false: English -> the other language; true: the other way
     multi30k_other_lang: str = "fr"  # the Multi30k language paired with English
     train_max_words: int = 40  # training pairs with more source words are dropped (joins stay within it)
@@ -103,8 +101,6 @@ class TatoebaLongData:
     # test set, beyond those the random held-out draw catches (0: only those).
     natural_share: float = 0.5
     natural_multi30k_split: str | None = "test_2016_flickr"  # Multi30k captions added to the natural set
-    test_short: int = 0  # single held-out sentences added to the test pairs (see above)
-    test_short_max_words: int = 9
     seed: int = 1
 
     def __post_init__(self) -> None:
@@ -117,9 +113,6 @@ class TatoebaLongData:
         check_range("data.tatoeba_long.test_max_words", self.test_max_words, self.test_min_words, None)
         check_range("data.tatoeba_long.natural_min_words", self.natural_min_words, 1, None)
         check_range("data.tatoeba_long.natural_share", self.natural_share, 0.0, 1.0)
-        check_range("data.tatoeba_long.test_short", self.test_short, 0, None)
-        check_range("data.tatoeba_long.test_short_max_words", self.test_short_max_words, self.test_min_words,
-                    self.test_max_words)
 
 
 @dataclass
@@ -160,6 +153,12 @@ class EvaluationSection:
     # One model's own decoding, e.g. {seq2seq: {length_penalty: 1.0}}: beam, length_penalty or coverage_penalty
     # in place of the values above (each chosen on validation pairs, as the shared ones are).
     models: dict = field(default_factory=dict)
+    # data.tatoeba_long only: this many single held-out sentences of at most test_short_max_words source words
+    # are added to the test pairs, taken in order from those the joins left unused (a join to a few words is one
+    # sentence that often overshoots, so the shortest bucket is the thinnest). Training and validation pairs
+    # stay as they are, so the models trained without them are measured with them.
+    test_short: int = 0
+    test_short_max_words: int = 9
 
     def __post_init__(self) -> None:
         for name, settings in self.models.items():
@@ -177,6 +176,7 @@ class EvaluationSection:
         check_range("evaluation.bootstrap", self.bootstrap, 0, None)
         check_range("evaluation.confidence", self.confidence, 0.5, 0.999)
         check_range("evaluation.position_width", self.position_width, 1, None)
+        check_range("evaluation.test_short", self.test_short, 0, None)
 
     def decoding(self, model: str) -> dict:
         """The beam and penalties that ``model`` is decoded with: the shared ones, then its own."""
@@ -221,7 +221,7 @@ class AlignmentSection:
 
 @dataclass
 class Study:
-    """A whole study (see studies/*.yaml)."""
+    """A whole study (see recipes/synthetic/synthetic.yaml)."""
 
     name: str = "study"
     description: str = ""  # shown at the top of the report
@@ -235,8 +235,8 @@ class Study:
     alignment: AlignmentSection = field(default_factory=AlignmentSection)
     # Another study file whose trained models this one evaluates: its data, models, seeds and defaults are
     # taken (as with base:) and trained, if missing, in its own folder (runs/study-<its name>); this file
-    # changes only how they are scored (evaluation, heatmaps, alignment) and, through the data settings
-    # that touch the test pairs only (TEST_ONLY_DATA), what they are scored on. Absolute once loaded.
+    # changes only how they are scored (evaluation, including the test pairs evaluation.test_short adds,
+    # heatmaps, alignment). Absolute once loaded.
     models_from: Optional[str] = None
     path: Optional[str] = None  # where the study was read from (set by load_study, not by the YAML)
 
@@ -286,6 +286,8 @@ def _validate(study: Study) -> None:
     d = study.data
     if sum(x is not None for x in (d.synthetic, d.multi30k_long, d.tatoeba_long)) != 1:
         raise UserError("config: data must have exactly one of 'synthetic', 'multi30k_long' or 'tatoeba_long'")
+    _check_data_locations(d)
+    _check_test_short(study)
     check_range("jobs", study.jobs, 1, None)
     if not study.models:
         raise UserError("config: models is empty; list at least one model (name plus config and/or overrides)")
@@ -320,11 +322,37 @@ def _validate(study: Study) -> None:
             raise UserError(f"config: alignment.sets[{k}] needs name, src, tgt and gold")
 
 
+# The data locations a study must give (no default: the data lives where the user put it), and what goes there.
+DATA_LOCATIONS = {
+    ("multi30k_long", "dir"): "the folder of the Multi30k raw files (`attnmt data multi30k DEST` writes it)",
+    ("tatoeba_long", "tatoeba"): "a manythings.org Tatoeba export (English TAB the other language, plain or .gz)",
+}
+
+
+def _check_data_locations(data: DataSection) -> None:
+    for (source, key), what in DATA_LOCATIONS.items():
+        section = getattr(data, source)
+        if section is not None and not getattr(section, key):
+            raise UserError(f"config: data.{source}.{key} is not set; give the path of {what}, relative to the "
+                            "study file")
+
+
+def _check_test_short(study: Study) -> None:
+    evaluation, tatoeba = study.evaluation, study.data.tatoeba_long
+    if not evaluation.test_short:
+        return
+    if tatoeba is None:
+        raise UserError("config: evaluation.test_short adds held-out single sentences of data.tatoeba_long; "
+                        "this study has no data.tatoeba_long, so remove it")
+    check_range("evaluation.test_short_max_words", evaluation.test_short_max_words, tatoeba.test_min_words,
+                tatoeba.test_max_words)
+
+
 def read_study_yaml(path: Path, seen: tuple[Path, ...] = ()) -> dict:
     """A study file's mapping, with the study it names as ``base`` (relative to it) merged under it:
     mappings merge key by key, and anything else (a list of models, a number) replaces the base's.
     Paths in the merged study are read relative to the file that is loaded, as if written there."""
-    raw = read_yaml(path, "study", f"study config not found: {path}; pass a study YAML (see studies/)")
+    raw = read_yaml(path, "study", f"study config not found: {path}; pass a study YAML (see recipes/synthetic/)")
     if isinstance(raw, dict) and "models_from" in raw:
         return _read_models_from(path, raw, seen)
     if not isinstance(raw, dict) or "base" not in raw:
@@ -335,28 +363,7 @@ def read_study_yaml(path: Path, seen: tuple[Path, ...] = ()) -> dict:
     return deep_merge(read_study_yaml(base, (*seen, path.resolve())), raw)
 
 
-TRAINING_KEYS = ("base", "models", "seeds", "defaults")  # what a models_from study takes from its owner, with data
-# The data settings that change the test pairs only: the one part of data a models_from study may set for itself.
-TEST_ONLY_DATA = {"tatoeba_long": ("test_short", "test_short_max_words")}
-
-
-def _check_test_only_data(path: Path, data, owner: Path, owner_raw) -> None:
-    """Refuse a models_from study's ``data`` unless it sets test-only keys (TEST_ONLY_DATA) of a data source
-    its owner has."""
-    allowed = [f"data.{source}.{key}" for source, keys in TEST_ONLY_DATA.items() for key in keys]
-    if not isinstance(data, dict) or not all(isinstance(keys, dict) and keys for keys in data.values()):
-        given = ["data"]
-    else:
-        given = [f"data.{source}.{key}" for source, keys in data.items() for key in keys]
-    for key in given:
-        if key not in allowed:
-            raise UserError(f"{path}: models_from takes {key} from its owner (the models were trained on it); "
-                            f"a models_from study may set only {', '.join(allowed)}")
-    owner_data = owner_raw.get("data") if isinstance(owner_raw, dict) else None
-    for source in data:
-        if not isinstance(owner_data, dict) or source not in owner_data:
-            raise UserError(f"{path}: data.{source}: {owner.name}, whose models this study measures, has no "
-                            f"data.{source}; set test pairs only for the data its models were trained on")
+TRAINING_KEYS = ("base", "data", "models", "seeds", "defaults")  # what a models_from study takes from its owner
 
 
 def _read_models_from(path: Path, raw: dict, seen: tuple[Path, ...]) -> dict:
@@ -369,18 +376,40 @@ def _read_models_from(path: Path, raw: dict, seen: tuple[Path, ...]) -> dict:
     if owner in seen or owner == path.resolve():
         raise UserError(f"{path}: models_from: {owner} is already one of this study's bases; remove the loop")
     owner_raw = read_study_yaml(owner, (*seen, path.resolve()))
-    if "data" in raw:
-        _check_test_only_data(path, raw["data"], owner, owner_raw)
     merged = deep_merge(owner_raw, raw)
     # the models belong to the study that trains them: the owner's own owner, if it has one
     merged["models_from"] = owner_raw.get("models_from") or str(owner)
     return merged
 
 
-def load_study(path: str | Path) -> Study:
-    """Read and validate a study YAML; errors name the file and the key."""
+# Data locations that --set may give: a relative path there is read from the current folder, not the study's.
+SET_PATHS = {("data", source, key) for source, key in DATA_LOCATIONS} | {("data", "tatoeba_long", "multi30k")}
+
+
+def _set_values(raw: dict, overrides: list[str] | tuple[str, ...]) -> dict:
+    """``raw`` with ``section.key=value`` strings applied (attnmt.typed.apply_overrides); a data location
+    given so is made absolute from the current folder."""
+    raw = apply_overrides(copy.deepcopy(raw), list(overrides))
+    for section, source, key in SET_PATHS:
+        node = raw.get(section, {}).get(source) if isinstance(raw.get(section), dict) else None
+        given = any(item.split("=", 1)[0].strip() == f"{section}.{source}.{key}" for item in overrides)
+        if given and isinstance(node, dict) and isinstance(node.get(key), str) and node[key]:
+            node[key] = str(Path(node[key]).expanduser().resolve())
+    return raw
+
+
+def load_study(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Study:
+    """Read and validate a study YAML, with ``overrides`` (``section.key=value``, as ``--set`` gives them)
+    on top; errors name the file and the key."""
     path = Path(path)
     raw = read_study_yaml(path)
+    if overrides:
+        if not isinstance(raw, dict):
+            raise UserError(f"{path}: a study file is a mapping of data, models, seeds, ...; this one is not")
+        if raw.get("models_from"):
+            raise UserError(f"{path}: --set does not reach the study whose models this one measures "
+                            f"({Path(raw['models_from']).name}); set the values in the files instead")
+        raw = _set_values(raw, overrides)
     try:
         return study_from_dict(raw, path.resolve())
     except UserError as e:

@@ -1,0 +1,323 @@
+"""Data transforms: what a config adds to the training pairs or attaches to them, by name.
+
+A config lists them under ``data.transforms``, each a mapping with its registered ``name`` and
+its own typed settings, run in the order given::
+
+    data:
+      transforms:
+        - {name: joined_pairs, count: 20000, max_parts: 3}
+        - {name: align_text, src: test.en, tgt: test.fr, copies: 1}
+        - {name: drop_final_punct, fraction: 0.3}
+        - {name: links, path: train.links}
+
+Every transform works on a `Pairs` view of the training text (the corpus after data.valid_size /
+data.test_size are held out, then what the transforms before it added), in memory when training
+reads its pairs in memory, and when `attnmt prepare` builds a token store (attnmt/data/prepare.py:
+the store then holds their output, and their settings and files enter its staleness check). Both
+pipelines run the same code on the same text, so they train on the same pairs.
+
+Each pair carries its *origin*: the corpus lines it is made of, each with the word at which that
+line's words start (source, target), or None for text that no corpus line gives (added text, a
+changed copy). A corpus pair's origin is ``((line, 0, 0),)``; a joined pair's lists its parts. The
+``links`` transform reads word links line-aligned with the corpus, and `pair_links` gives a pair its
+parts' links, shifted: guided alignment (attnmt/guidance.py) reads them in the training loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Optional
+
+from attnmt.config import DataConfig
+from attnmt.data.augment import choose_fraction, draw_joined, join_run, unpunctuated
+from attnmt.data.links import Link, read_links
+from attnmt.errors import UserError
+from attnmt.registry import Registry
+from attnmt.typed import build, check_range
+
+Pair = tuple[str, str]
+Origin = Optional[tuple[tuple[int, int, int], ...]]  # (corpus line, source word, target word) per part
+
+TRANSFORMS = Registry("data transform", "data.transforms[k].name", builtins="attnmt.data.transforms")
+
+
+def register_transform(name: str):
+    """Class decorator: make a transform (a dataclass of its settings) available as ``{name: NAME}``."""
+
+    def add(cls):
+        cls.name = name
+        return TRANSFORMS.register(name)(cls)
+
+    return add
+
+
+class Pairs:
+    """The training pairs as text: a base (a list, or a view over corpus files that reads only the
+    pairs asked for) and the pairs the transforms added, each with its origin."""
+
+    def __init__(self, base_len: int, take_base: Callable[[Sequence[int]], list[Pair]],
+                 base_origin: Callable[[int], Origin]):
+        self.base_len, self._take_base, self._base_origin = base_len, take_base, base_origin
+        self.added: list[Pair] = []
+        self.added_origins: list[Origin] = []
+
+    @classmethod
+    def of_list(cls, pairs: list[Pair], lines: Sequence[int] | None = None) -> Pairs:
+        """Pairs in memory; ``lines``: each one's corpus line (without: they come from no corpus file)."""
+        if lines is None:
+            return cls(len(pairs), lambda idx: [pairs[i] for i in idx], lambda i: None)
+        return cls(len(pairs), lambda idx: [pairs[i] for i in idx], lambda i: ((int(lines[i]), 0, 0),))
+
+    def __len__(self) -> int:
+        return self.base_len + len(self.added)
+
+    def take(self, indices: Sequence[int]) -> list[Pair]:
+        """The pairs at ``indices`` (any order, repeats allowed)."""
+        indices = list(indices)
+        if all(a < b for a, b in zip(indices, indices[1:])) and (not indices or indices[-1] < self.base_len):
+            return self._take_base(indices)  # ascending, of the base only: as they are read
+        wanted = sorted({i for i in indices if i < self.base_len})
+        base = dict(zip(wanted, self._take_base(wanted)))
+        return [base[i] if i < self.base_len else self.added[i - self.base_len] for i in indices]
+
+    def origin(self, i: int) -> Origin:
+        return self._base_origin(i) if i < self.base_len else self.added_origins[i - self.base_len]
+
+    def add(self, pairs: list[Pair], origins: list[Origin] | None = None) -> None:
+        self.added += pairs
+        self.added_origins += origins if origins is not None else [None] * len(pairs)
+
+    def all(self) -> list[Pair]:
+        return self.take(range(len(self)))
+
+    def origins(self) -> list[Origin]:
+        return [self.origin(i) for i in range(len(self))]
+
+
+class Transform:
+    """A transform's settings are its dataclass fields; `apply` adds to the pairs and returns what to log."""
+
+    name: ClassVar[str]
+    changes_pairs: ClassVar[bool] = True  # its settings decide what a token store holds
+    source: ClassVar[bool] = False  # it gives the training pairs itself: no corpus files
+
+    def check(self, where: str) -> None:
+        """Ranges and combinations of the settings; ``where`` names the entry (data.transforms[k])."""
+
+    def files(self) -> list[str]:
+        """The files it reads, whose changes make a prepared store stale."""
+        return []
+
+    def apply(self, pairs: Pairs, seed: int) -> dict | None:
+        return None
+
+    def valid_pairs(self, seed: int) -> list[Pair] | None:
+        return None
+
+
+@register_transform("synthetic")
+@dataclass
+class Synthetic(Transform):
+    """The built-in synthetic language (attnmt/data/synthetic.py) as the training and validation pairs."""
+
+    source: ClassVar[bool] = True
+    train: int = 20000  # sentence pairs generated for training
+    valid: int = 500  # and for validation
+    min_len: int = 4
+    max_len: int = 60
+
+    def check(self, where: str) -> None:
+        check_range(f"{where}.train", self.train, 1, None)
+        check_range(f"{where}.valid", self.valid, 0, None)
+        check_range(f"{where}.min_len", self.min_len, 2, None)
+        check_range(f"{where}.max_len", self.max_len, self.min_len, None)
+
+    def splits(self, seed: int) -> dict[str, list[Pair]]:
+        from attnmt.data.synthetic_corpus import make_splits
+
+        splits = make_splits(self.train, self.valid, 0, self.min_len, self.max_len, seed=seed)
+        return {name: [(" ".join(p.src), " ".join(p.tgt)) for p in pairs] for name, pairs in splits.items()}
+
+    def apply(self, pairs: Pairs, seed: int) -> dict | None:
+        pairs.add(self.splits(seed)["train"])
+        return {"synthetic": self.train}
+
+    def valid_pairs(self, seed: int) -> list[Pair] | None:
+        return self.splits(seed)["valid"]
+
+
+@register_transform("joined_pairs")
+@dataclass
+class JoinedPairs(Transform):
+    """``count`` pairs that each join 2 to ``max_parts`` pairs drawn at random (attnmt/data/augment.py):
+    sentences longer than the corpus has; each part's links are carried over."""
+
+    count: int = 0
+    max_parts: int = 3
+
+    def check(self, where: str) -> None:
+        check_range(f"{where}.count", self.count, 1, None)
+        check_range(f"{where}.max_parts", self.max_parts, 2, None)
+
+    def apply(self, pairs: Pairs, seed: int) -> dict | None:
+        draws = draw_joined(len(pairs), self.count, self.max_parts, seed)
+        wanted = sorted({i for draw in draws for i in draw})
+        texts = dict(zip(wanted, pairs.take(wanted)))
+        joined: dict[Pair, Origin] = {}
+        for draw in draws:
+            pair = join_run([texts[i] for i in draw])
+            if pair not in joined:
+                joined[pair] = joined_origin([(texts[i], pairs.origin(i)) for i in draw])
+        pairs.add(list(joined), list(joined.values()))
+        return {"joined_pairs": len(joined), "join_max_parts": self.max_parts}
+
+
+def joined_origin(parts: list[tuple[Pair, Origin]]) -> Origin:
+    """The origin of the pair that joins ``parts``: theirs, shifted by the words before each (None if
+    a part has none: its links would be missing)."""
+    out, src_offset, tgt_offset = [], 0, 0
+    for (src, tgt), origin in parts:
+        if origin is None:
+            return None
+        out += [(line, s + src_offset, t + tgt_offset) for line, s, t in origin]
+        src_offset += len(src.split())
+        tgt_offset += len(tgt.split())
+    return tuple(out)
+
+
+@register_transform("align_text")
+@dataclass
+class AlignText(Transform):
+    """The sentence pairs of a word-alignment test set added to the training text, without links
+    (statistical aligners always see the text they align); never held out."""
+
+    src: str = ""
+    tgt: str = ""
+    copies: int = 1  # how many times they are added
+
+    def check(self, where: str) -> None:
+        if not self.src or not self.tgt:
+            raise UserError(f"config: {where} needs src and tgt: the two line-aligned files of the text")
+        check_range(f"{where}.copies", self.copies, 1, None)
+
+    def files(self) -> list[str]:
+        return [self.src, self.tgt]
+
+    def apply(self, pairs: Pairs, seed: int) -> dict | None:
+        from attnmt.data.corpus import read_parallel
+
+        added = read_parallel(self.src, self.tgt)
+        pairs.add(added * self.copies)
+        return {"alignment_test_text": self.src, "pairs": len(added), "copies": self.copies}
+
+
+@register_transform("drop_final_punct")
+@dataclass
+class DropFinalPunct(Transform):
+    """``fraction`` of the pairs added again with the source's final punctuation removed (the target
+    keeps its own): for corpora whose sentences always end in punctuation, like Tatoeba."""
+
+    fraction: float = 0.0
+
+    def check(self, where: str) -> None:
+        check_range(f"{where}.fraction", self.fraction, 0.0, 1.0)
+
+    def apply(self, pairs: Pairs, seed: int) -> dict | None:
+        added = unpunctuated(pairs.take(choose_fraction(len(pairs), self.fraction, seed)))
+        pairs.add(added)
+        return {"augmented_without_final_punctuation": len(added)}
+
+
+@register_transform("links")
+@dataclass
+class Links(Transform):
+    """Word links of the corpus pairs (0-based Pharaoh ``i-j``, one line per line of the training
+    corpus; of the data.train corpora one after the other): guided alignment's supervision."""
+
+    changes_pairs: ClassVar[bool] = False
+    path: str = ""
+
+    def check(self, where: str) -> None:
+        if not self.path:
+            raise UserError(f"config: {where} needs path: a file of Pharaoh links line-aligned with the corpus")
+
+    def read(self, corpus: Sequence[Pair] | None, lines: int) -> list[set[Link]]:
+        """The links of each corpus line (checked against the corpus's words when its text is given)."""
+        table = read_links(self.path, corpus)
+        if len(table) != lines:
+            raise UserError(f"{self.path} has {len(table)} lines but the training corpus has {lines}; the links "
+                            "file must be line-aligned with the corpus")
+        return table
+
+
+def transforms_of(cfg: DataConfig) -> list[Transform]:
+    """data.transforms as transform objects, checked: one line naming the entry for any problem."""
+    out: list[Transform] = []
+    for k, raw in enumerate(cfg.transforms or []):
+        where = f"data.transforms[{k}]"
+        if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
+            raise UserError(f"config: {where} must be a mapping with a name, e.g. {{name: drop_final_punct, "
+                            f"fraction: 0.3}}, got {raw!r}")
+        try:
+            cls = TRANSFORMS.lookup(raw["name"])
+        except UserError as e:  # the registry's line, naming the entry
+            raise UserError(str(e).replace(TRANSFORMS.key, f"{where}.name")) from None
+        transform = build(cls, {key: value for key, value in raw.items() if key != "name"}, f"{where}.")
+        transform.check(where)
+        if transform.source and k:
+            raise UserError(f"config: {where} ({transform.name}) gives the training pairs: list it first")
+        if transform.source and (cfg.train or cfg.train_tsv or cfg.train_src or cfg.train_tgt):
+            raise UserError(f"config: {where} ({transform.name}) gives the training pairs, and corpus files are "
+                            "given too (data.train*); use one or the other")
+        if transform.source and (cfg.valid_size or cfg.test_size):
+            raise UserError(f"config: data.valid_size / data.test_size hold out pairs of a corpus file; {where} "
+                            f"({transform.name}) has its own validation pairs, so leave them at 0")
+        if any(type(other) is type(transform) for other in out) and not transform.changes_pairs:
+            raise UserError(f"config: {where} repeats {transform.name}; give it once")
+        out.append(transform)
+    if any(t.source for t in out) and any(isinstance(t, Links) for t in out):
+        raise UserError("config: data.transforms links belong to a corpus file; the synthetic language has none: "
+                        "remove them or train on files")
+    return out
+
+
+def links_transform(cfg: DataConfig) -> Links | None:
+    return next((t for t in transforms_of(cfg) if isinstance(t, Links)), None)
+
+
+def source_of(cfg: DataConfig) -> Transform | None:
+    """The transform that gives the training pairs (synthetic), if any."""
+    return next((t for t in transforms_of(cfg) if t.source), None)
+
+
+def apply_transforms(cfg: DataConfig, pairs: Pairs, seed: int, log=None) -> list[dict]:
+    """Run the transforms over ``pairs`` in order; what each reported (also logged as a data event)."""
+    records = []
+    for transform in transforms_of(cfg):
+        record = transform.apply(pairs, seed)
+        if record:
+            records.append(record)
+            if log is not None:
+                log.event("data", split="train", **record)
+    return records
+
+
+def fingerprint_settings(cfg: DataConfig) -> list[dict[str, Any]]:
+    """The settings of the transforms that decide what a token store holds."""
+    import dataclasses
+
+    return [{"name": t.name, **dataclasses.asdict(t)} for t in transforms_of(cfg) if t.changes_pairs]
+
+
+def transform_files(cfg: DataConfig) -> list[str]:
+    return [f for t in transforms_of(cfg) if t.changes_pairs for f in t.files()]
+
+
+def pair_links(origin: Origin, links: Sequence[set[Link]]) -> set[Link] | None:
+    """The word links of a pair of ``origin``: each part's line's links, shifted to where it starts."""
+    if origin is None:
+        return None
+    if len(origin) == 1 and origin[0][1:] == (0, 0):
+        return links[origin[0][0]]
+    return {(i + s, j + t) for line, s, t in origin for i, j in links[line]}

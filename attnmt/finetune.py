@@ -1,0 +1,85 @@
+"""Fine-tuning (domain adaptation): a new training run that starts from a trained model.
+
+`attnmt train CONFIG --init-from MODEL_DIR [--checkpoint NAME]` trains CONFIG's data (usually a new
+domain's) starting from the weights of MODEL_DIR/checkpoints/NAME.pt, with MODEL_DIR's tokenizers and
+vocabularies, which the new corpus is encoded with. The optimizer, the learning-rate schedule, the step
+count and the best validation score start fresh. `check_init` refuses, in one line, a config whose model
+or tokenizer settings differ from the trained model's (both must be as they were); `copy_processors`
+puts the tokenizers into the new model folder, which then translates on its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from torch import nn
+
+from attnmt.checkpoint import checkpoint_path, load_checkpoint, load_weights
+from attnmt.config import Config, load_config
+from attnmt.errors import UserError
+
+# Settings that change no weight's shape or meaning; every other model setting must be as it was.
+FREE_MODEL_KEYS = ("dropout", "attention")  # attention: the older alias of decoder + score, compared through them
+# The settings that make the tokenizers and vocabularies, and the tokenizers they apply to (None: all).
+TOKENIZER_KEYS = {"tokenizer": None, "joint_vocab": None, "lowercase": None, "vocab_size": ("bpe", "unigram"),
+                  "max_vocab": ("word",), "min_freq": ("word",)}
+PROCESSOR_FILE = re.compile(r"(src|tgt|joint)\.(model|vocab|json)")
+
+
+@dataclass
+class InitFrom:
+    """Where a fine-tuning run starts: a trained model folder and one of its checkpoints."""
+
+    model_dir: Path
+    checkpoint: str = "best"
+
+
+def check_init(config: Config, init: InitFrom, model_dir: Path) -> Path:
+    """The checkpoint to start from, once the config fits the trained model; else a one-line UserError."""
+    folder = init.model_dir
+    where = f"--init-from {folder}"
+    if not folder.is_dir():
+        raise UserError(f"{where}: no such folder; pass a model folder that attnmt train wrote")
+    if not (folder / "config.yaml").is_file():
+        raise UserError(f"{where}: not an attnmt model folder (no config.yaml); pass a folder that attnmt train wrote")
+    if folder.resolve() == model_dir.resolve():
+        raise UserError(f"{where}: that is the folder being trained; to continue it use --resume, "
+                        "else give the new model its own --model-dir")
+    trained = load_config(folder / "config.yaml")
+    new, old = dataclasses.asdict(config.model), dataclasses.asdict(trained.model)
+    for key in new:
+        if key not in FREE_MODEL_KEYS and new[key] != old.get(key):
+            raise UserError(f"{where}: model.{key} is {new[key]!r} in this config but {old.get(key)!r} in "
+                            f"{folder / 'config.yaml'}; fine-tuning keeps the model's shape: set model.{key}: "
+                            f"{old.get(key)} or train from scratch without --init-from")
+    for key, applies in TOKENIZER_KEYS.items():
+        mine, theirs = getattr(config.data, key), getattr(trained.data, key)
+        if mine != theirs and (applies is None or trained.data.tokenizer in applies):
+            raise UserError(f"{where}: data.{key} is {mine!r} in this config but {theirs!r} in "
+                            f"{folder / 'config.yaml'}; the tokenizers and vocabularies come from {folder}: set "
+                            f"data.{key}: {theirs}")
+    from attnmt.data.loading import uses_store
+
+    if uses_store(config, model_dir):
+        raise UserError(f"{where}: this config trains from a prepared token store, whose tokenizers are its own; "
+                        "fine-tuning encodes the new corpus in memory with the trained model's: set data.store: "
+                        "never (with data.train_src / train_tgt or data.train_tsv)")
+    return checkpoint_path(folder, init.checkpoint)
+
+
+def copy_processors(init: InitFrom, model_dir: Path) -> None:
+    """The trained model's tokenizers and vocabularies into the new model folder."""
+    for path in sorted(init.model_dir.iterdir()):
+        if PROCESSOR_FILE.fullmatch(path.name):
+            shutil.copyfile(path, model_dir / path.name)
+
+
+def init_weights(model: nn.Module, path: Path, model_type: str) -> int:
+    """Load the checkpoint's weights into the model; the number of steps they were trained."""
+    payload = load_checkpoint(path, model_type)
+    load_weights(model, payload["model"], path)
+    return int(payload.get("train_state", {}).get("step", 0))
