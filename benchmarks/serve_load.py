@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -209,15 +210,22 @@ def stop_server(process: subprocess.Popen) -> None:
         process.kill()
 
 
-async def bench_mode(name: str, model_dir: Path, sentences: list[str], args: argparse.Namespace) -> dict[str, Any]:
+@contextlib.asynccontextmanager
+async def serving(model_dir: Path, mode: dict[str, Any], threads: int, extra: list[str] = ()):
+    """A server on a free port, up: yields (its base URL, its process, its command); stopped on the way out."""
     port = free_port()
-    process, command = start_server(model_dir, port, MODES[name], args.threads)
+    process, command = start_server(model_dir, port, mode, threads, extra)
     base = f"http://127.0.0.1:{port}"
     try:
         await wait_until_up(base, process)
-        result = await run_load(base, sentences, args.clients, args.duration, args.warmup, args.beam)
+        yield base, process, command
     finally:
         stop_server(process)
+
+
+async def bench_mode(name: str, model_dir: Path, sentences: list[str], args: argparse.Namespace) -> dict[str, Any]:
+    async with serving(model_dir, MODES[name], args.threads) as (base, _, command):
+        result = await run_load(base, sentences, args.clients, args.duration, args.warmup, args.beam)
     result["server_command"] = shlex.join(["python"] + command[1:])
     return result
 
@@ -301,24 +309,14 @@ def overload_summary(outcomes: list[dict[str, Any]], duration: float) -> dict[st
 
 async def bench_overload(model_dir: Path, sentences: list[str], args: argparse.Namespace) -> dict[str, Any]:
     """The capacity under closed-loop clients, then K x that capacity offered open-loop to a bounded queue."""
-    port = free_port()
-    process, _ = start_server(model_dir, port, MODES["batched"], args.threads)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        await wait_until_up(base, process)
+    async with serving(model_dir, MODES["batched"], args.threads) as (base, _, _):
         capacity = await run_load(base, sentences, args.clients, args.capacity_seconds, args.warmup, args.beam)
-    finally:
-        stop_server(process)
     if capacity["errors"]:
         raise RuntimeError(f"the capacity run had errors: {capacity['error_examples']}")
     queue = max(1, round(capacity["requests_per_s"] * args.queue_seconds))
     extra = ["--max-queue-sentences", str(queue), "--max-texts", str(min(32, queue))]
-    port = free_port()
-    process, command = start_server(model_dir, port, MODES["batched"], args.threads, extra)
-    base = f"http://127.0.0.1:{port}"
     rate = args.overload * capacity["requests_per_s"]
-    try:
-        await wait_until_up(base, process)
+    async with serving(model_dir, MODES["batched"], args.threads, extra) as (base, process, command):
         async with httpx.AsyncClient(base_url=base, timeout=120.0) as http:
             for text in sentences[:8]:  # warm-up, one at a time: the memory before is that of a working server
                 (await http.post("/translate", json={"text": text, "beam": args.beam})).raise_for_status()
@@ -326,8 +324,6 @@ async def bench_overload(model_dir: Path, sentences: list[str], args: argparse.N
             outcomes = await open_loop(base, sentences, rate, args.duration, args.beam)
             rss_after = server_rss_mb(process.pid)
             health = await http.get("/health")
-    finally:
-        stop_server(process)
     return {
         "capacity": {"requests_per_s": capacity["requests_per_s"], "clients": args.clients,
                      "seconds": args.capacity_seconds, "latency_ms": capacity["latency_ms"]},
