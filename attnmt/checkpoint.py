@@ -3,7 +3,14 @@
 A checkpoint holds only tensors and plain Python values, so it loads with
 `torch.load(..., weights_only=True)`: a file crafted to run code when unpickled is refused.
 It is validated (format version, a SHA-256 checksum of its contents, model type, parameter names
-and shapes) before use. Files without a checksum (written before it existed) still load.
+and shapes, finite weights) before use. A file without its checksum is refused: every checkpoint
+attnmt has written carries one (format version 1 has had it from the start), so its absence means the
+file was edited or made by something else, and corruption could not be told from good weights.
+Weights with a NaN or an infinity are refused too: they translate every sentence into nothing.
+
+A failed write (a full disk, a folder that cannot be written) is a `CheckpointWriteError`, one line
+naming the file: the write goes to a temporary file that is renamed into place only when complete, so
+the checkpoint of that name that was there before is untouched.
 
 Only `last.pt` carries the full training state (optimizer, scheduler, RNG, EMA) that `--resume`
 needs; `best.pt`, the kept `stepN.pt`, `ema.pt` and averaged checkpoints hold what translating
@@ -62,9 +69,29 @@ def payload_digest(payload: dict[str, Any]) -> str:
     return h.hexdigest()
 
 
+class CheckpointWriteError(UserError):
+    """A checkpoint could not be written (`reason`: the system's words, e.g. No space left on device); the
+    file of that name, if there was one, is untouched."""
+
+    def __init__(self, path: Path, reason: str):
+        self.path, self.reason = path, reason
+        kept = (f"{path.name} there still holds its previous contents" if path.is_file()
+                else "nothing was written in its place")
+        super().__init__(f"cannot write checkpoint {path}: {reason}; {kept} (the write goes to a temporary file "
+                         "first); free some space or choose a folder that can be written")
+
+
 def save_checkpoint(payload: dict[str, Any], path: Path) -> None:
     """Write to a temporary file, flush and fsync, then rename: a crash never leaves a half-written
-    checkpoint under the real name."""
+    checkpoint under the real name. An OSError (a full disk, a folder that cannot be written) is a
+    `CheckpointWriteError`."""
+    try:
+        _write_checkpoint(payload, path)
+    except OSError as e:
+        raise CheckpointWriteError(path, e.strerror or str(e)) from None
+
+
+def _write_checkpoint(payload: dict[str, Any], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = {"format_version": FORMAT_VERSION, **payload}
     payload["checksum"] = payload_digest(payload)
@@ -119,13 +146,29 @@ def load_checkpoint(path: Path, model_type: str | None = None) -> dict[str, Any]
     if version != FORMAT_VERSION:
         raise UserError(f"checkpoint {path} has format version {version!r}; this attnmt reads version "
                         f"{FORMAT_VERSION}")
-    if "checksum" in payload and payload["checksum"] != payload_digest(payload):
+    if "checksum" not in payload:
+        raise UserError(f"checkpoint {path} has no checksum, so damage to it could not be detected; every "
+                        "checkpoint attnmt writes has one: use another checkpoint (best.pt / last.pt) or retrain")
+    if payload["checksum"] != payload_digest(payload):
         raise UserError(f"checkpoint {path} is corrupted (its checksum does not match its contents); "
                         "use another checkpoint (best.pt / last.pt) or retrain")
+    _check_finite(payload["model"], path)
     if model_type is not None and payload.get("model_type") != model_type:
         raise UserError(f"checkpoint {path} holds a {payload.get('model_type')!r} model, but the config says "
                         f"{model_type!r}")
     return payload
+
+
+def _check_finite(weights: Any, path: Path) -> None:
+    """UserError when a floating-point weight holds a NaN or an infinity (a diverged run's weights)."""
+    if not isinstance(weights, dict):
+        return  # load_weights refuses it
+    for name, tensor in weights.items():
+        if isinstance(tensor, torch.Tensor) and tensor.is_floating_point() and not torch.isfinite(tensor).all():
+            bad = int((~torch.isfinite(tensor)).sum())
+            raise UserError(f"checkpoint {path}: {name} holds {bad:,} NaN or infinite value(s) of {tensor.numel():,}; "
+                            "the run that wrote it diverged: use another checkpoint (--checkpoint last, stepN) or "
+                            "retrain with a lower train.lr")
 
 
 def load_weights(model: nn.Module, state: dict[str, Any], path: Path) -> None:
@@ -148,7 +191,7 @@ def load_weights(model: nn.Module, state: dict[str, Any], path: Path) -> None:
 
 def kept_checkpoints(directory: Path) -> list[Path]:
     """The step checkpoints (`step<N>.pt`) that `train.keep_checkpoints` kept, oldest first."""
-    found = [(int(p.stem[4:]), p) for p in directory.glob("step*.pt") if p.stem[4:].isdigit()]
+    found = [(int(p.stem[4:]), p) for p in directory.glob("step*.pt") if p.stem[4:].isascii() and p.stem[4:].isdigit()]
     return [p for _, p in sorted(found)]
 
 

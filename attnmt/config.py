@@ -9,6 +9,7 @@ what is allowed. Relative paths in a config file are resolved against the file's
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import sys
 from dataclasses import dataclass, field
@@ -19,7 +20,23 @@ import yaml
 
 from attnmt.errors import UserError
 from attnmt.registry import Registry
-from attnmt.typed import apply_overrides, build, check_range, coerce, read_yaml
+from attnmt.typed import apply_overrides, build, check_declared, check_range, coerce, ranged, read_yaml
+
+# The upper bounds of the numeric keys: far beyond any real run, and small enough that no value overflows the
+# integer types that torch, numpy and the token store put them in. Sizes of the model beyond what the machine's
+# memory holds are refused with an estimate of that memory (ModelConfig.check_size).
+MAX_COUNT = 10**12  # sentences, tokens per batch, pairs held out or sampled
+MAX_STEPS = 10**12  # steps, epochs, validations
+MAX_TOKENS = 1_000_000  # tokens of one sentence or output
+MIN_VOCAB, MAX_VOCAB = 8, 10_000_000  # MIN_VOCAB: the special tokens and a few words
+MAX_COLUMN = 1_000  # TSV columns
+MAX_WORKERS = 4096  # processes and threads
+MAX_KEPT = 10_000  # checkpoints kept
+MAX_LAYERS = 1_000
+MAX_HEADS = 4096
+MAX_WIDTH = 2**24  # embedding, hidden and feed-forward sizes
+MAX_BEAM = 100
+MAX_SEED = 2**32 - 1  # numpy's seeds are 32-bit
 
 
 @dataclass
@@ -31,8 +48,8 @@ class DataConfig:
     train_tsv: Optional[str] = None  # alternative: one TSV file, source TAB target
     # The TSV columns (counted from 0) that hold the source and the target, for every *_tsv file.
     # Tatoeba / Anki exports are English TAB other TAB attribution: Chinese -> English reads 1 -> 0.
-    tsv_src_column: int = 0
-    tsv_tgt_column: int = 1
+    tsv_src_column: int = ranged(0, 0, MAX_COLUMN)
+    tsv_tgt_column: int = ranged(1, 0, MAX_COLUMN)
     valid_src: Optional[str] = None
     valid_tgt: Optional[str] = None
     valid_tsv: Optional[str] = None
@@ -43,17 +60,17 @@ class DataConfig:
     # sentence (Tatoeba lists several translations of one English sentence) stay in one split, and the
     # choice is fixed by train.seed. The held-out pairs are written to the model folder as
     # valid.src / valid.tgt and test.src / test.tgt (for `attnmt evaluate --src MODEL/test.src ...`).
-    valid_size: int = 0
-    test_size: int = 0
+    valid_size: int = ranged(0, 0, MAX_COUNT)
+    test_size: int = ranged(0, 0, MAX_COUNT)
     src_lang: str = "src"
     tgt_lang: str = "tgt"
     tokenizer: Literal["bpe", "unigram", "word"] = "bpe"
-    vocab_size: int = 8000  # subword vocabulary size (bpe / unigram)
+    vocab_size: int = ranged(8000, MIN_VOCAB, MAX_VOCAB)  # subword vocabulary size (bpe / unigram)
     joint_vocab: bool = False  # one tokenizer and vocabulary shared by both languages
     lowercase: bool = False  # lowercase both sides before tokenizing (any tokenizer); output stays lowercase
-    max_vocab: Optional[int] = None  # word tokenizer: keep at most this many tokens per side
-    min_freq: int = 1  # word tokenizer: drop rarer tokens (they become <unk>)
-    max_len: int = 100  # training pairs with a longer side (in tokens) are dropped and counted
+    max_vocab: Optional[int] = ranged(None, 1, MAX_VOCAB)  # word tokenizer: keep at most this many tokens per side
+    min_freq: int = ranged(1, 1, MAX_COUNT)  # word tokenizer: drop rarer tokens (they become <unk>)
+    max_len: int = ranged(100, 1, MAX_TOKENS)  # training pairs with a longer side (in tokens) are dropped and counted
     # What is added to the training pairs or attached to them, in order: a list of {name: NAME, ...settings}
     # (attnmt/data/transforms.py): synthetic, joined_pairs, align_text, drop_final_punct, links.
     transforms: list = field(default_factory=list)
@@ -68,32 +85,23 @@ class DataConfig:
     store_dir: Optional[str] = None
     # Sentences per side that the tokenizers (and vocabularies) are trained on, sampled with train.seed;
     # a corpus this size or smaller is used whole, as the in-memory path does.
-    tokenizer_sample: int = 1_000_000
-    workers: Optional[int] = None  # processes that encode the corpus into the store (default: the cores)
+    tokenizer_sample: int = ranged(1_000_000, 1, MAX_COUNT)
+    # processes that encode the corpus into the store (default: the cores)
+    workers: Optional[int] = ranged(None, 1, MAX_WORKERS)
     # Training batches from a store are built and shuffled within windows of this many pairs.
-    shuffle_window: int = 4_000_000
+    shuffle_window: int = ranged(4_000_000, 1, MAX_COUNT)
 
     def __post_init__(self) -> None:
-        check_range("data.tokenizer_sample", self.tokenizer_sample, 1, None)
-        check_range("data.shuffle_window", self.shuffle_window, 1, None)
-        if self.workers is not None:
-            check_range("data.workers", self.workers, 1, None)
+        check_declared(self, "data.")
         if self.train is not None:
             self.train = _check_corpora(self)
-        check_range("data.vocab_size", self.vocab_size, 8, None)
-        check_range("data.max_len", self.max_len, 1, None)
-        check_range("data.min_freq", self.min_freq, 1, None)
         if not isinstance(self.transforms, list) or not all(isinstance(t, dict) and isinstance(t.get("name"), str)
                                                               for t in self.transforms):
             raise UserError(f"config: data.transforms must be a list of mappings with a name, e.g. "
                             f"[{{name: drop_final_punct, fraction: 0.3}}], got {self.transforms!r}")
-        check_range("data.tsv_src_column", self.tsv_src_column, 0, None)
-        check_range("data.tsv_tgt_column", self.tsv_tgt_column, 0, None)
         if self.tsv_src_column == self.tsv_tgt_column:
             raise UserError(f"config: data.tsv_src_column and data.tsv_tgt_column are both {self.tsv_src_column}; "
                             "give two different TSV columns (counted from 0)")
-        check_range("data.valid_size", self.valid_size, 0, None)
-        check_range("data.test_size", self.test_size, 0, None)
         if self.valid_size and (self.valid_src or self.valid_tgt or self.valid_tsv):
             raise UserError(f"config: data.valid_size={self.valid_size} holds out a validation set, but validation "
                             "files are given too (data.valid_*); use one or the other")
@@ -129,8 +137,8 @@ def _check_corpora(cfg: DataConfig) -> list[dict]:
             if entry[key] is not None and not isinstance(entry[key], str):
                 raise UserError(f"config: {where}.{key}={entry[key]!r} must be a file path")
         weight = entry["weight"]
-        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not weight > 0:
-            raise UserError(f"config: {where}.weight={weight!r} must be a number above 0")
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 < weight < math.inf:
+            raise UserError(f"config: {where}.weight={weight!r} must be a number above 0, not NaN or infinite")
         entry["weight"] = float(weight)
         if entry["name"] in names:
             raise UserError(f"config: {where}.name={entry['name']!r} is used twice; give each corpus its own name")
@@ -152,9 +160,9 @@ class ModelConfig:
     is built as the class registered for its `type`. Names follow the papers."""
 
     type: str = DEFAULT_MODEL_TYPE  # a name in attnmt.models.MODELS: seq2seq | rnnsearch | transformer
-    enc_layers: int = 1
-    dec_layers: int = 1
-    dropout: float = 0.2
+    enc_layers: int = ranged(1, 1, MAX_LAYERS)
+    dec_layers: int = ranged(1, 1, MAX_LAYERS)
+    dropout: float = ranged(0.2, 0.0, 0.99)
     tie_embeddings: bool = False  # share the target embedding matrix with the output layer
 
     def __new__(cls, *args, **keys):
@@ -169,9 +177,7 @@ class ModelConfig:
         return super().__new__(cls)
 
     def __post_init__(self) -> None:
-        for name in ("enc_layers", "dec_layers"):
-            check_range(f"model.{name}", getattr(self, name), 1, None)
-        check_range("model.dropout", self.dropout, 0.0, 0.99)
+        check_declared(self, "model.")  # the keys of the model type's own class too
 
     @classmethod
     def from_raw(cls, raw, prefix: str = "model.") -> ModelConfig:
@@ -216,11 +222,11 @@ class GuidedAlignmentConfig:
     """Guided alignment training (attnmt/guidance.py; Garg et al. 2019): word links supervise the attention."""
 
     # On when the training data carries word links: data.transforms [{name: links, path: FILE}].
-    weight: float = 0.2  # lambda: the alignment loss's weight beside the translation loss
+    weight: float = ranged(0.2, 0.0, 100.0)  # lambda: the alignment loss's weight beside the translation loss
     # Transformer only: the cross-attention that is supervised (layer counted from 0, -1 the last; a head
     # index, or null for the heads' average). RNN models have one attention and leave both null.
-    layer: Optional[int] = None
-    head: Optional[int] = None
+    layer: Optional[int] = ranged(None, -MAX_LAYERS, MAX_LAYERS - 1)
+    head: Optional[int] = ranged(None, 0, MAX_HEADS - 1)
     # Which attention row carries y_t's links: "predict" (the row that predicts y_t) or "shift" (the first
     # row whose query has read y_t); `attnmt align --method` reads a guided model the same way by default.
     row: Literal["predict", "shift"] = "predict"
@@ -229,50 +235,55 @@ class GuidedAlignmentConfig:
     full_context: bool = False
 
     def __post_init__(self) -> None:
-        check_range("train.guided_alignment.weight", self.weight, 0.0, None)
-        if self.head is not None:
-            check_range("train.guided_alignment.head", self.head, 0, None)
+        check_declared(self, "train.guided_alignment.")
 
 
 @dataclass
 class TrainConfig:
     """Optimisation, validation and stopping."""
 
-    seed: int = 1
-    batch_tokens: int = 4096  # token budget of a batch (padded, over the larger side)
-    batch_size: Optional[int] = None  # if set: batches of this many sentences instead of a token budget
-    max_steps: int = 100000
-    max_epochs: int = 100
-    max_time_s: Optional[float] = None  # stop after this much wall time (a checkpoint is written)
+    seed: int = ranged(1, 0, MAX_SEED)
+    batch_tokens: int = ranged(4096, 1, MAX_COUNT)  # token budget of a batch (padded, over the larger side)
+    # if set: batches of this many sentences instead of a token budget
+    batch_size: Optional[int] = ranged(None, 1, MAX_COUNT)
+    max_steps: int = ranged(100000, 1, MAX_STEPS)
+    max_epochs: int = ranged(100, 1, MAX_STEPS)
+    # stop after this much wall time (a checkpoint is written)
+    max_time_s: Optional[float] = ranged(None, 0.0, 1e9, above=True)
     # adam; adamw: decoupled weight decay (Loshchilov & Hutter 2019); sgd: with momentum (attnmt/optim.py)
     optimizer: Literal["adam", "adamw", "sgd"] = "adam"
-    lr: float = 1e-3
-    weight_decay: float = 0.0  # adam and sgd: L2 added to the gradient; adamw: w <- w - lr * wd * w
-    momentum: float = 0.0  # sgd only
-    accum_steps: int = 1  # batches per update (gradient accumulation, attnmt/accumulate.py)
-    ema_decay: Optional[float] = None  # d: keep ema <- d * ema + (1 - d) * w, validate it, write checkpoints/ema.pt
+    lr: float = ranged(1e-3, 0.0, 10.0, above=True)
+    weight_decay: float = ranged(0.0, 0.0, 10.0)  # adam and sgd: L2 added to the gradient; adamw: w <- w - lr * wd * w
+    momentum: float = ranged(0.0, 0.0, 0.999)  # sgd only
+    accum_steps: int = ranged(1, 1, MAX_COUNT)  # batches per update (gradient accumulation, attnmt/accumulate.py)
+    # d: keep ema <- d * ema + (1 - d) * w, validate it, write checkpoints/ema.pt
+    ema_decay: Optional[float] = ranged(None, 0.0, 1.0, above=True, below=True)
     # plateau: decay on a validation-loss plateau; noam: warm-up then 1/sqrt(step) (Vaswani et al.);
     # cosine: warm-up then a cosine decay to min_lr at max_steps; budget: warm-up then a straight line to min_lr
     # at the end of the budget (max_steps, or max_time_s when that ends first); none: constant
     scheduler: str = "plateau"  # a name in attnmt.schedulers.SCHEDULERS: plateau | noam | cosine | budget | none
-    lr_decay: float = 0.5  # plateau: multiply the learning rate by this ...
-    lr_patience: int = 3  # ... after more than this many validations without improvement (torch's rule)
-    min_lr: float = 1e-5
-    warmup_steps: int = 4000  # noam, cosine and budget: steps of linear warm-up
-    clip_grad_norm: float = 5.0
-    label_smoothing: float = 0.0
-    valid_every: int = 500  # steps between validations (each writes checkpoints/last.pt, and best.pt if better)
-    save_every: Optional[int] = None  # also write checkpoints/last.pt every this many steps, between validations,
+    lr_decay: float = ranged(0.5, 0.0, 1.0, above=True, below=True)  # plateau: multiply the learning rate by this ...
+    # ... after more than this many validations without improvement (torch's rule)
+    lr_patience: int = ranged(3, 0, MAX_STEPS)
+    min_lr: float = ranged(1e-5, 0.0, 10.0)
+    warmup_steps: int = ranged(4000, 0, MAX_STEPS)  # noam, cosine and budget: steps of linear warm-up
+    clip_grad_norm: float = ranged(5.0, 0.0, None)  # rescale the gradient to at most this L2 norm (0: off)
+    label_smoothing: float = ranged(0.0, 0.0, 0.99)
+    # steps between validations (each writes checkpoints/last.pt, and best.pt if better)
+    valid_every: int = ranged(500, 1, MAX_STEPS)
+    # also write checkpoints/last.pt every this many steps, between validations,
     # so that a killed run loses at most this many steps on --resume (null: only at validations)
-    keep_checkpoints: int = 0  # also keep the weights of the last N writes of last.pt as checkpoints/step<N>.pt,
+    save_every: Optional[int] = ranged(None, 1, MAX_STEPS)
+    # also keep the weights of the last N writes of last.pt as checkpoints/step<N>.pt,
     # for `attnmt average` (checkpoint averaging; 0: keep none)
-    valid_bleu_sample: int = 200  # sentences of the validation set decoded for BLEU (0: none)
-    early_stopping_patience: int = 10  # validations without improvement of early_stopping_metric
+    keep_checkpoints: int = ranged(0, 0, MAX_KEPT)
+    valid_bleu_sample: int = ranged(200, 0, MAX_COUNT)  # sentences of the validation set decoded for BLEU (0: none)
+    early_stopping_patience: int = ranged(10, 1, MAX_STEPS)  # validations without improvement of early_stopping_metric
     # what "improvement" means for early stopping and best.pt: a lower validation loss, or a higher BLEU /
     # chrF on the valid_bleu_sample sentences (greedy)
     early_stopping_metric: Literal["loss", "bleu", "chrf"] = "loss"
-    log_every: int = 50
-    threads: Optional[int] = None  # torch intra-op threads (default: physical cores)
+    log_every: int = ranged(50, 1, MAX_STEPS)
+    threads: Optional[int] = ranged(None, 1, MAX_WORKERS)  # torch intra-op threads (default: physical cores)
     device: str = "cpu"
     # Arithmetic of the forward pass and loss. bf16: bfloat16 autocast, float32 master weights and
     # optimizer state. auto: bf16 where the device does it natively (CUDA with bf16, or a CPU with AMX or
@@ -287,26 +298,14 @@ class TrainConfig:
     def __post_init__(self) -> None:
         from attnmt.schedulers import SCHEDULERS
 
-        SCHEDULERS.lookup(self.scheduler)
-        check_range("train.batch_tokens", self.batch_tokens, 1, None)
-        check_range("train.lr", self.lr, 0.0, 10.0, inclusive_low=False)
-        check_range("train.label_smoothing", self.label_smoothing, 0.0, 0.99)
-        check_range("train.valid_every", self.valid_every, 1, None)
-        check_range("train.max_steps", self.max_steps, 1, None)
-        if self.save_every is not None:
-            check_range("train.save_every", self.save_every, 1, None)
-        check_range("train.keep_checkpoints", self.keep_checkpoints, 0, None)
-        if self.batch_size is not None:
-            check_range("train.batch_size", self.batch_size, 1, None)
-        check_range("train.weight_decay", self.weight_decay, 0.0, None)
-        check_range("train.momentum", self.momentum, 0.0, 0.999)
+        check_declared(self, "train.")
+        least = getattr(SCHEDULERS.lookup(self.scheduler), "min_warmup_steps", 0)  # noam divides by it
+        if self.warmup_steps < least:
+            raise UserError(f"config: train.warmup_steps={self.warmup_steps} is out of range for train.scheduler "
+                            f"{self.scheduler}; allowed: >= {least} (e.g. 4000)")
         if self.momentum and self.optimizer != "sgd":
             raise UserError(f"config: train.momentum={self.momentum} applies to train.optimizer sgd, not "
                             f"{self.optimizer}; remove it or set train.optimizer: sgd")
-        check_range("train.accum_steps", self.accum_steps, 1, None)
-        if self.ema_decay is not None and not 0.0 < self.ema_decay < 1.0:
-            raise UserError(f"config: train.ema_decay={self.ema_decay!r} is out of range; allowed: > 0 and < 1 "
-                            "(e.g. 0.999), or null for none")
         if self.early_stopping_metric != "loss" and not self.valid_bleu_sample:
             raise UserError(f"config: train.early_stopping_metric={self.early_stopping_metric} needs the validation "
                             "sentences decoded: set train.valid_bleu_sample > 0, or use loss")
@@ -319,33 +318,30 @@ STOPPING_RULES = ("exact", "early")  # beam search's rules for ending a sentence
 class DecodeConfig:
     """Search settings used by validation, `translate` and `evaluate` unless overridden."""
 
-    beam: int = 5
-    length_penalty: float = 1.0  # GNMT alpha; 0 disables
+    beam: int = ranged(5, 1, MAX_BEAM)
+    length_penalty: float = ranged(1.0, 0.0, 10.0)  # GNMT alpha; 0 disables
     # GNMT beta (Wu et al. 2016): beam search adds beta * sum_j log(min(attention received by source word j, 1))
     # to each finished hypothesis's score, so outputs that leave source words unread lose; 0 disables.
     # Models without attention (seq2seq) have no coverage: it does not apply to them.
-    coverage_penalty: float = 0.0
-    max_len_a: float = 1.5  # maximum output length = a * source length + b
-    max_len_b: int = 10
-    max_len_cap: Optional[int] = None  # absolute cap on the output length
-    batch_size: int = 64  # at most this many sentences per decoding batch (of similar lengths)
+    coverage_penalty: float = ranged(0.0, 0.0, 10.0)
+    max_len_a: float = ranged(1.5, 0.0, 100.0)  # maximum output length = a * source length + b
+    max_len_b: int = ranged(10, 0, MAX_TOKENS)
+    max_len_cap: Optional[int] = ranged(None, 1, MAX_TOKENS)  # absolute cap on the output length
+    batch_size: int = ranged(64, 1, MAX_COUNT)  # at most this many sentences per decoding batch (of similar lengths)
     # beam search: "exact" stops a sentence when no live hypothesis can still win; "early" judges the live
     # ones as if they ended now (fewer steps, as Hugging Face's early_stopping=False; see search.beam_search)
     stopping: Literal["exact", "early"] = "exact"  # = STOPPING_RULES
     # CPU only: processes of one thread each that decode batches in parallel (attnmt.parallel), for
     # `attnmt translate` and `evaluate`; validation during training and the server decode in their own process
-    workers: int = 1
-    min_len: int = 0  # no </s> before this many output tokens (or the sentence's maximum, if lower); attnmt.constraints
-    no_repeat_ngram: int = 0  # N > 0: no N-gram occurs twice in an output (0: off); attnmt.constraints
+    workers: int = ranged(1, 1, MAX_WORKERS)
+    # no </s> before this many output tokens (or the sentence's maximum, if lower); attnmt.constraints
+    min_len: int = ranged(0, 0, MAX_TOKENS)
+    # N > 0: no N-gram occurs twice in an output (0: off); attnmt.constraints
+    no_repeat_ngram: int = ranged(0, 0, MAX_TOKENS)
 
     def __post_init__(self) -> None:
-        check_range("decode.beam", self.beam, 1, 100)
-        check_range("decode.length_penalty", self.length_penalty, 0.0, 10.0)
-        check_range("decode.coverage_penalty", self.coverage_penalty, 0.0, 10.0)
-        check_range("decode.batch_size", self.batch_size, 1, None)
-        check_range("decode.workers", self.workers, 1, None)
+        check_declared(self, "decode.")
         check_range("decode.min_len", self.min_len, 0, self.max_len_cap)
-        check_range("decode.no_repeat_ngram", self.no_repeat_ngram, 0, None)
 
 
 @dataclass
@@ -425,7 +421,18 @@ def config_from_dict(raw: dict, base_dir: Path | None = None) -> Config:
                 if isinstance(value, str) and value and not Path(value).expanduser().is_absolute():
                     entry[key] = str((base_dir / Path(value).expanduser()).resolve())
     _check_guidance(config)
+    _check_model_size(config)
     return config
+
+
+def _check_model_size(config: Config) -> None:
+    """The model's weights fit in this machine's memory, with the vocabulary size that the data keys set (the
+    real one is checked again when the model is built)."""
+    from attnmt.model_size import check_size
+
+    data = config.data
+    vocab = data.vocab_size if data.tokenizer != "word" else data.max_vocab or MIN_VOCAB
+    check_size(config.model, vocab, vocab)
 
 
 def is_guided(config: Config) -> bool:

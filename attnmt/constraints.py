@@ -11,16 +11,25 @@
 
 Both work on the hypotheses' tokens so far (``tokens`` [N, t], row r the hypothesis whose next token
 ``log_probs[r]`` scores), so one function serves every search.
+
+* a forced ``prefix`` (token ids per sentence): the first ``len(prefix)`` steps may only emit the prefix's
+  tokens, each with its own log prob, so the output starts with the prefix and goes on with the best
+  continuation the search finds (the explorer's "what if"). The length limits then count the tokens after
+  the prefix: the maximum output length and ``min_len`` are moved on by its length (:func:`length_limits`).
 """
 
 from __future__ import annotations
 
+from typing import Sequence
+
+import torch
 from torch import Tensor
 
 from attnmt.errors import UserError
-from attnmt.special import EOS_ID
+from attnmt.special import BOS_ID, EOS_ID, PAD_ID
 
-__all__ = ["check_constraints", "min_lengths", "apply_constraints"]
+__all__ = ["check_constraints", "min_lengths", "apply_constraints", "prefix_table", "length_limits", "apply_prefix",
+           "check_prefix"]
 
 
 def check_constraints(min_len: int, no_repeat_ngram: int, max_len_cap: int | None = None) -> None:
@@ -66,3 +75,62 @@ def apply_constraints(log_probs: Tensor, tokens: Tensor, min_lens: Tensor | None
             log_probs[rows, windows[rows, at, n - 1]] = float("-inf")
     return log_probs
 
+
+
+def prefix_table(prefix: Sequence[Sequence[int]] | None, batch_size: int, device: torch.device) -> Tensor | None:
+    """The forced prefixes (``prefix[i]``: sentence i's token ids) as a [B, P] tensor, -1 after each sentence's
+    own; None when no sentence has one. A ValueError for a list of the wrong length or a PAD, BOS or EOS in it."""
+    if prefix is None:
+        return None
+    if len(prefix) != batch_size:
+        raise ValueError(f"search: {len(prefix)} prefixes for a batch of {batch_size}")
+    longest = max((len(p) for p in prefix), default=0)
+    if longest == 0:
+        return None
+    table = torch.full((batch_size, longest), -1, dtype=torch.long)
+    for i, tokens in enumerate(prefix):
+        table[i, : len(tokens)] = torch.tensor(list(tokens), dtype=torch.long)
+    if bool(((table == PAD_ID) | (table == BOS_ID) | (table == EOS_ID)).any()):
+        raise ValueError("search: a forced prefix holds PAD, BOS or EOS; give the tokens of an unfinished output")
+    return table.to(device)
+
+
+def length_limits(max_lens: Sequence[int], min_len: int, prefix: Tensor | None,
+                  device: torch.device) -> tuple[list[int], Tensor, Tensor | None]:
+    """Per sentence the most output tokens (a list and a tensor) and the fewest before EOS (None: no minimum),
+    both moved on by the length of the sentence's forced prefix (``prefix`` from :func:`prefix_table`)."""
+    lengths = [0] * len(max_lens) if prefix is None else (prefix >= 0).sum(1).tolist()
+    longest = [m + n for m, n in zip(max_lens, lengths)]
+    fewest = min_lengths(torch.tensor(list(max_lens), device=device), min_len)
+    if fewest is not None and prefix is not None:
+        fewest = fewest + torch.tensor(lengths, device=device)
+    return longest, torch.tensor(longest, device=device), fewest
+
+
+def apply_prefix(log_probs: Tensor, prefix: Tensor | None, step: int) -> Tensor:
+    """Leave, in place, only the forced token (with its log prob) on rows whose prefix reaches ``step``.
+
+    ``log_probs`` [N, V]; ``prefix`` [N, P] the prefix of each row's sentence (-1: none at that step), or None.
+    Returns ``log_probs``."""
+    if prefix is None or step >= prefix.size(1):
+        return log_probs
+    wanted = prefix[:, step]
+    rows = (wanted >= 0).nonzero().flatten()
+    if rows.numel():
+        tokens = wanted[rows]
+        kept = log_probs[rows, tokens].clone()
+        log_probs[rows] = float("-inf")
+        log_probs[rows, tokens] = kept
+    return log_probs
+
+
+def check_prefix(prefix: Sequence[int], no_repeat_ngram: int) -> None:
+    """A UserError for a forced prefix that repeats an n-gram ``no_repeat_ngram`` forbids (no output could keep it)."""
+    n = no_repeat_ngram
+    seen = set()
+    for start in range(len(prefix) - n + 1 if n > 0 else 0):
+        gram = tuple(prefix[start:start + n])
+        if gram in seen:
+            raise UserError(f"the forced prefix repeats the {n}-gram at token {start + 1}, which no_repeat_ngram={n} "
+                            "forbids; shorten the prefix or set no_repeat_ngram to 0")
+        seen.add(gram)

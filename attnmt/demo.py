@@ -21,6 +21,7 @@ from pathlib import Path
 from attnmt.config import Config, config_from_dict
 from attnmt.errors import UserError
 from attnmt.evaluate import LengthBucket, format_table
+from attnmt.model_folder import make_folder, refuse_file_in_the_way
 from attnmt.models.registry import model_class
 from attnmt.runlog import training_summary
 from attnmt.study.command import execute_study
@@ -115,6 +116,7 @@ MODELS = ("seq2seq", "rnnsearch")
 
 
 def prepare_out_dir(out_dir: Path, overwrite: bool) -> None:
+    refuse_file_in_the_way(out_dir, "output folder")
     if out_dir.exists() and any(out_dir.iterdir()):
         if not overwrite:
             raise UserError(f"output folder {out_dir} exists and is not empty; choose another with --out or pass "
@@ -122,7 +124,7 @@ def prepare_out_dir(out_dir: Path, overwrite: bool) -> None:
         import shutil
 
         shutil.rmtree(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_folder(out_dir, "output folder")
 
 
 def pick_examples(lengths: list[int], targets: tuple[int, int, int]) -> list[int]:
@@ -189,7 +191,22 @@ def run_demo(out_dir: str | Path = "attnmt-demo", quick: bool = False, overwrite
         "buckets": {m: [vars(b) for b in bs] for m, bs in buckets.items()},
     }, indent=2), encoding="utf-8")
     say(report)
+    say(explorer_hint({run.model: run.model_dir for run in done.runs}, out_dir))
     return DemoResult(out_dir, buckets, bleu, seconds, report, phases)
+
+
+def explorer_hint(model_dirs: dict[str, Path], out_dir: Path) -> str:
+    """How to watch the demo's models decode step by step: the explorer as one file, or in `attnmt serve`'s page."""
+    import shlex
+
+    models = [f"{name}={directory}" for name, directory in model_dirs.items()]
+    page = shlex.quote(str(out_dir / "explore.html"))
+    return "\n".join([
+        "Watch both models translate step by step, side by side:",
+        f"  attnmt explore {' '.join(shlex.quote(m) for m in models)} --checkpoint last --export {page}",
+        "  (one file: open it in a browser), or serve them and open http://127.0.0.1:8000/ :",
+        f"  attnmt serve {' '.join('--model ' + shlex.quote(m) for m in models)} --checkpoint last",
+    ])
 
 
 def render_report(buckets, bleu, shown, seconds, s: DemoSettings) -> str:

@@ -364,6 +364,30 @@ def write_hypotheses(path: str | Path, translations: Sequence, n_best: int = 1) 
                 f.write(tr.text + "\n")
 
 
+# evaluate holds a test set, its translations and its references until it has scored them all (corpus BLEU): these
+# bound it, far above any published test set (WMT's are 1,000 to 3,000 sentences)
+MAX_TEST_PAIRS = 1_000_000
+MAX_TEST_CHARS = 200_000_000
+
+
+def read_test_set(src_path, ref_path) -> list[tuple[str, str]]:
+    """The (source, reference) pairs of a test set: at most MAX_TEST_PAIRS lines and MAX_TEST_CHARS characters
+    of both sides together, each line at most attnmt.data.corpus.MAX_LINE_BYTES; a larger one is a UserError."""
+    from attnmt.data.corpus import iter_parallel
+
+    pairs, chars = [], 0
+    for n, (src, ref) in enumerate(iter_parallel(src_path, ref_path), start=1):
+        chars += len(src) + len(ref)
+        if n > MAX_TEST_PAIRS or chars > MAX_TEST_CHARS:
+            what = (f"{MAX_TEST_PAIRS:,} lines" if n > MAX_TEST_PAIRS
+                    else f"{MAX_TEST_CHARS:,} characters (source and reference)")
+            raise UserError(f"{src_path}:{n}: the test set passes {what}, the most evaluate holds in memory to "
+                            "score it; evaluate a sample, or translate it with attnmt translate (which streams) "
+                            "and score that with sacrebleu")
+        pairs.append((src, ref))
+    return pairs
+
+
 def evaluate_translator(translator, src_path, ref_path, beam: int | None = None, tokenize: str = "13a",
                         lowercase: bool = False, workers: int = 1,
                         stopping: str | None = None, length_unit: str = "tokens",
@@ -382,9 +406,7 @@ def evaluate_translator(translator, src_path, ref_path, beam: int | None = None,
     """
     import time
 
-    from attnmt.data.corpus import read_parallel
-
-    pairs = read_parallel(src_path, ref_path)
+    pairs = read_test_set(src_path, ref_path)
     if not pairs:
         raise UserError(f"{src_path} is empty; pass a test set with at least one sentence")
     if bootstrap < 0:

@@ -24,7 +24,7 @@ rows carries ``G_t``, the same choice as ``attnmt align --method`` makes when re
   which the causal decoder computes exactly as from ``<s> y``.
 
 Links file: 0-based Pharaoh ``i-j`` per line, line-aligned with the training corpus
-(``benchmarks/alignment.py prepare`` makes one with eflomal), given as the data transform
+(``attnmt align-prepare`` makes one with eflomal), given as the data transform
 ``{name: links, path: FILE}``. The data layer carries each pair's origin and the links by corpus
 line (attnmt/data/transforms.py); `Guidance` turns a batch's pairs into piece links as the
 training loop asks for them, the same way for pairs in memory and pairs of a token store.
@@ -90,11 +90,14 @@ class Guidance:
 
     def stats(self) -> dict:
         """How many pairs are guided, how many not, and their links."""
-        origins, per_line = self.data.origins, np.array([len(links) for links in self.data.links], dtype=np.int64)
+        table = self.data.links
+        origins = self.data.origins
+        per_line = np.array([-1 if links is None else len(links) for links in table], dtype=np.int64)
         if hasattr(origins, "lines"):  # a store: the corpus pairs' lines as an array, the added pairs apart
-            plain = origins.lines()
-            added = [pair_links(o, self.data.links) for o in origins.parts.values()]
-            guided, links = len(plain) + len(added), int(per_line[plain].sum()) + sum(len(j) for j in added)
+            plain = per_line[origins.lines()]  # -1: a line without guidance (guidance_table)
+            added = [f for f in (pair_links(o, table) for o in origins.parts.values()) if f is not None]
+            guided = int((plain >= 0).sum()) + len(added)
+            links = int(plain[plain >= 0].sum()) + sum(len(j) for j in added)
         else:
             found = [pair_links(o, self.data.links) for o in origins]
             guided, links = sum(f is not None for f in found), sum(len(f) for f in found if f is not None)

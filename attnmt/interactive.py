@@ -3,8 +3,8 @@
 ``attnmt translate`` reads a terminal or a pipe this way, so that it can sit behind another program:
 each group of ``buffer`` lines (1 by default) is translated as soon as it is complete, and its output
 is flushed before the next line is read. End of input (Ctrl-D on a terminal, the writer closing the
-pipe) translates what is left and ends. A regular file on stdin (``< file``) is read whole and batched
-by length instead, which is faster.
+pipe) translates what is left and ends. A regular file on stdin (``< file``) is read 1,000 lines at a
+time instead, each group batched by length, which is faster.
 """
 
 from __future__ import annotations
@@ -15,13 +15,10 @@ import stat
 from collections.abc import Callable, Iterable, Iterator
 from typing import BinaryIO
 
-from attnmt.data.corpus import _GZIP_MAGIC, _clean
+from attnmt.data.corpus import _GZIP_MAGIC, _clean, decode_line, raw_lines
 from attnmt.errors import UserError
 
 __all__ = ["is_live", "live_lines", "in_groups"]
-
-_BOM = "\ufeff"
-
 
 def is_live(stream) -> bool:
     """Whether ``stream`` (a text or binary file object) is a terminal, pipe or socket, not a regular file."""
@@ -32,30 +29,14 @@ def is_live(stream) -> bool:
     return not stat.S_ISREG(mode)
 
 
-def _decode(raw: bytes, name: str, number: int) -> str:
-    if number == 1 and raw.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise UserError(f"{name} is UTF-16 text; send UTF-8, e.g. iconv -f utf-16 -t utf-8")
-    if number == 1 and raw.startswith(_GZIP_MAGIC):
-        raise UserError(f"{name} is gzip data; the live translate loop reads plain UTF-8 lines: decompress it "
-                        "(zcat FILE | attnmt translate ...) or pass --input FILE.gz")
-    if b"\x00" in raw:
-        raise UserError(f"{name}:{number} looks binary (NUL byte); send UTF-8 text, one sentence a line")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise UserError(f"{name}:{number} is not valid UTF-8 (byte 0x{raw[e.start]:02x} at byte column "
-                        f"{e.start + 1}); convert the input to UTF-8, e.g. iconv -f latin1 -t utf-8") from None
-    text = text[:-1] if text.endswith("\n") else text
-    text = text[:-1] if text.endswith("\r") else text
-    if number == 1 and text.startswith(_BOM):
-        text = text[1:]
-    return _clean(text)
-
-
 def live_lines(stream: BinaryIO, name: str = "<stdin>") -> Iterator[str]:
-    """The lines of a binary stream, each as soon as it is complete, checked as :func:`read_stream` checks."""
-    for number, raw in enumerate(iter(stream.readline, b""), start=1):
-        yield _decode(raw, name, number)
+    """The lines of a binary stream, each as soon as it is complete, checked as :func:`read_stream` checks
+    (a line longer than MAX_LINE_BYTES too: memory never holds more than one line)."""
+    for number, raw in enumerate(raw_lines(stream, name), start=1):
+        if number == 1 and raw.startswith(_GZIP_MAGIC):
+            raise UserError(f"{name} is gzip data; the live translate loop reads plain UTF-8 lines: decompress it "
+                            "(zcat FILE | attnmt translate ...) or pass --input FILE.gz")
+        yield _clean(decode_line(raw, name, number))
 
 
 def in_groups(lines: Iterable[str], size: int, handle: Callable[[list[str], int], None]) -> int:

@@ -61,10 +61,27 @@ class ModelFolder:
             self.path.rmdir()
 
 
+def refuse_file_in_the_way(path: Path, what: str = "folder") -> None:
+    """A UserError naming ``what`` (e.g. "model folder") if ``path`` or one of its parents is a file."""
+    for part in (path, *path.parents):
+        if part.exists() and not part.is_dir():
+            where = "is a file" if part == path else f"is inside {part}, which is a file"
+            raise UserError(f"{what} {path} {where}; choose a folder")
+
+
+def make_folder(path: Path, what: str = "folder") -> None:
+    """Create the folder ``path`` and its parents; a file in the way, or a folder that cannot be created,
+    is a UserError naming ``what`` and the path."""
+    refuse_file_in_the_way(path, what)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"{what} {path} cannot be created ({e.strerror or e}); choose another folder") from None
+
+
 def open_model_folder(model_dir: Path, overwrite: bool, resume: bool) -> ModelFolder:
     """Check the folder for this run and make it ready; a folder that holds another run is a UserError."""
-    if model_dir.exists() and not model_dir.is_dir():
-        raise UserError(f"model folder {model_dir} is a file; choose a folder")
+    refuse_file_in_the_way(model_dir, "model folder")
     if resume:
         if not (model_dir / "checkpoints" / "last.pt").is_file():
             raise UserError(f"--resume: {model_dir} has no checkpoints/last.pt to resume from; train without --resume")
@@ -76,7 +93,7 @@ def open_model_folder(model_dir: Path, overwrite: bool, resume: bool) -> ModelFo
     if held and not overwrite:
         raise UserError(f"model folder {model_dir} exists and is not empty; choose another folder, "
                         "--resume it, or pass --overwrite to replace it")
-    model_dir.mkdir(parents=True, exist_ok=True)
+    make_folder(model_dir, "model folder")
     if held:  # --overwrite
         replaced = model_dir / REPLACED
         _remove(replaced)  # an older run's, whose replacement has since written a checkpoint

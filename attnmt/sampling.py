@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Sequence
 
 import torch
 from torch import Tensor
@@ -89,7 +90,7 @@ def _sampler(sampling: Sampling, generator: torch.Generator):
 def sample_search(model, src: Tensor, src_len: Tensor, n_samples: int = 1, sampling: Sampling = Sampling(),
                   generator: torch.Generator | None = None, max_len_a: float = 1.5, max_len_b: float = 10,
                   max_len_cap: int | None = None, length_penalty: float = 1.0, min_len: int = 0,
-                  no_repeat_ngram: int = 0) -> list[list[Hypothesis]]:
+                  no_repeat_ngram: int = 0, prefix: Sequence[Sequence[int]] | None = None) -> list[list[Hypothesis]]:
     """Per sentence ``n_samples`` sampled hypotheses, best score first (equal scores: in finishing order).
 
     ``generator`` (default: a new one seeded with ``sampling.seed``, on the source's device) supplies the
@@ -100,5 +101,5 @@ def sample_search(model, src: Tensor, src_len: Tensor, n_samples: int = 1, sampl
     if generator is None:
         generator = torch.Generator(device=src.device).manual_seed(sampling.seed)
     results = left_to_right(model, src, src_len, _sampler(sampling, generator), n_samples, max_len_a, max_len_b,
-                            max_len_cap, length_penalty, min_len, no_repeat_ngram)
+                            max_len_cap, length_penalty, min_len, no_repeat_ngram, prefix)
     return [sorted(hyps, key=lambda h: h.score, reverse=True) for hyps in results]

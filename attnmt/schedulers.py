@@ -4,7 +4,8 @@ A scheduler is a function ``(optimizer, train_config, budget_used) -> torch sche
 registered with ``@SCHEDULERS.register("name")``. ``budget_used(step)`` is the share of the training
 budget spent after ``step`` updates: the larger of ``step / train.max_steps`` and the elapsed training time
 over ``train.max_time_s`` (when set), from 0 to 1. The training loop steps the scheduler after every update,
-except a ``ReduceLROnPlateau``, which it steps with each validation loss.
+except a ``ReduceLROnPlateau``, which it steps with each validation loss. A scheduler that needs a warm-up
+says so with an attribute, ``min_warmup_steps`` (the config refuses a smaller ``train.warmup_steps``).
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ def noam(optimizer: torch.optim.Optimizer, t, budget_used=None):
         return min(step ** -0.5, step * warmup ** -1.5) * warmup ** 0.5
 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+noam.min_warmup_steps = 1  # train.warmup_steps below this is refused when the config is read
 
 
 @SCHEDULERS.register("cosine")

@@ -24,6 +24,8 @@ Conventions shared by both searches:
   columns trimmed to the sentence's real source length), on the CPU; ``None`` for a model whose
   ``decode_step`` returns no attention.
 * The model runs in eval mode during the search; its previous mode is restored afterwards.
+* ``prefix`` (token ids per sentence) forces the output's first tokens (:mod:`attnmt.constraints`); beam
+  search's ``record`` (an :class:`attnmt.beam_tree.BeamTree`) records its tree as it goes.
 """
 
 from __future__ import annotations
@@ -31,16 +33,19 @@ from __future__ import annotations
 import math
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import torch
 from torch import Tensor
 
 from attnmt.config import STOPPING_RULES
-from attnmt.constraints import apply_constraints, check_constraints, min_lengths
+from attnmt.constraints import apply_constraints, apply_prefix, check_constraints, length_limits, prefix_table
 from attnmt.errors import UserError
 from attnmt.models.protocols import TranslationModel
 from attnmt.special import BOS_ID, EOS_ID, PAD_ID
+
+if TYPE_CHECKING:
+    from attnmt.beam_tree import BeamTree
 
 __all__ = ["Hypothesis", "greedy_search", "beam_search", "left_to_right", "length_penalty_factor",
            "coverage_penalty_term", "max_output_lengths"]
@@ -194,16 +199,16 @@ def _check_inputs(src: Tensor, src_len: Tensor) -> list[int]:
 @torch.inference_mode()
 def greedy_search(model: TranslationModel, src: Tensor, src_len: Tensor, max_len_a: float = 1.5, max_len_b: float = 10,
                   max_len_cap: int | None = None, length_penalty: float = 1.0, min_len: int = 0,
-                  no_repeat_ngram: int = 0) -> list[list[Hypothesis]]:
+                  no_repeat_ngram: int = 0, prefix: Sequence[Sequence[int]] | None = None) -> list[list[Hypothesis]]:
     """Batched greedy decoding: per sentence a list with its one hypothesis.
 
     ``length_penalty`` only sets ``Hypothesis.score`` (the tokens do not depend on it); it matches
     beam_search's default so that ``beam_search(beam_size=1)`` gives exactly this output. A sentence
     stops at EOS (or at its maximum length, with a forced EOS) and leaves the batch. ``min_len``,
-    ``no_repeat_ngram``: :mod:`attnmt.constraints`.
+    ``no_repeat_ngram``, ``prefix``: :mod:`attnmt.constraints`.
     """
     return left_to_right(model, src, src_len, _greedy_choice, 1, max_len_a, max_len_b, max_len_cap, length_penalty,
-                         min_len, no_repeat_ngram)
+                         min_len, no_repeat_ngram, prefix)
 
 
 def _greedy_choice(log_probs: Tensor) -> tuple[Tensor, Tensor]:
@@ -224,8 +229,8 @@ def _end_rows(results: list[list[Hypothesis]], tok: Tensor, cum: Tensor, sent: T
 @torch.inference_mode()
 def left_to_right(model: TranslationModel, src: Tensor, src_len: Tensor, choose, copies: int = 1,
                   max_len_a: float = 1.5, max_len_b: float = 10, max_len_cap: int | None = None,
-                  length_penalty: float = 1.0, min_len: int = 0,
-                  no_repeat_ngram: int = 0) -> list[list[Hypothesis]]:
+                  length_penalty: float = 1.0, min_len: int = 0, no_repeat_ngram: int = 0,
+                  prefix: Sequence[Sequence[int]] | None = None) -> list[list[Hypothesis]]:
     """One hypothesis per row, extended a token at a time: greedy search, and sampling (attnmt.sampling).
 
     ``choose(log_probs [N, V]) -> (log probs [N], tokens [N])`` picks each row's next token from the step's
@@ -239,8 +244,9 @@ def left_to_right(model: TranslationModel, src: Tensor, src_len: Tensor, choose,
     if batch_size == 0:
         return []
     device = src.device
-    max_lens = torch.tensor(max_output_lengths(lengths, max_len_a, max_len_b, max_len_cap), device=device)
-    min_lens = min_lengths(max_lens, min_len)
+    forced = prefix_table(prefix, batch_size, device)
+    _, max_lens, min_lens = length_limits(max_output_lengths(lengths, max_len_a, max_len_b, max_len_cap), min_len,
+                                          forced, device)
     results: list[list[Hypothesis]] = [[] for _ in range(batch_size)]
 
     with _eval_mode(model):
@@ -261,6 +267,7 @@ def left_to_right(model: TranslationModel, src: Tensor, src_len: Tensor, choose,
             log_probs = _prepare_log_probs(log_probs, max_lens[sent] == step)
             if min_lens is not None or no_repeat_ngram:
                 apply_constraints(log_probs, tokens, None if min_lens is None else min_lens[sent], no_repeat_ngram)
+            apply_prefix(log_probs, None if forced is None else forced[sent], step)
             best, tok = choose(log_probs)
             cum = cum + best
             tokens = torch.cat([tokens, tok.unsqueeze(1)], dim=1)
@@ -309,27 +316,34 @@ class _Beam:
     tokens: Tensor  # [n*width, t]
     attn: Tensor | None  # [n*width, t, S]
     worst_kept: Tensor  # [n] the n_best-th best finished score
+    record: BeamTree | None = None  # records the search tree
 
     @classmethod
-    def start(cls, model: TranslationModel, src: Tensor, src_len: Tensor) -> _Beam:
+    def start(cls, model: TranslationModel, src: Tensor, src_len: Tensor, record: BeamTree | None = None,
+              prefix: Sequence[Sequence[int]] | None = None) -> _Beam:
         n, device = src.size(0), src.device
         sent = torch.arange(n, device=device)
         enc = _select_rows(model.encode(src, src_len), sent)
+        if record is not None:
+            record.start(n, [len(p) for p in prefix] if prefix is not None else None)
         return cls(sent, enc, model.init_state(enc), 1, torch.full((n,), BOS_ID, dtype=torch.long, device=device),
                    torch.zeros(n, 1, device=device), torch.empty(n, 0, dtype=torch.long, device=device), None,
-                   torch.full((n,), float("-inf"), device=device))
+                   torch.full((n,), float("-inf"), device=device), record)
 
     def step_log_probs(self, model: TranslationModel, at_max_len: Tensor, min_lens: Tensor | None,
-                       no_repeat_ngram: int) -> tuple[Tensor, Tensor | None]:
-        """The model's next-token log probs for every row, with the bans applied; and its attention."""
+                       no_repeat_ngram: int, prefix: Tensor | None, step: int) -> tuple[Tensor, Tensor | None]:
+        """The model's next-token log probs for every row, with the bans and the forced prefix applied; and its
+        attention."""
         log_probs, self.state, alpha = model.decode_step(self.y_prev, self.state, self.enc)
         log_probs = _prepare_log_probs(log_probs, at_max_len.repeat_interleave(self.width))
         if min_lens is not None or no_repeat_ngram:
             row_min = None if min_lens is None else min_lens[self.sent].repeat_interleave(self.width)
             apply_constraints(log_probs, self.tokens, row_min, no_repeat_ngram)
+        if prefix is not None:
+            apply_prefix(log_probs, prefix[self.sent].repeat_interleave(self.width, dim=0), step)
         return log_probs, alpha
 
-    def expand(self, log_probs: Tensor, alpha: Tensor | None, K: int) -> tuple[Tensor, Tensor]:
+    def expand(self, log_probs: Tensor, alpha: Tensor | None, K: int, step: int) -> tuple[Tensor, Tensor]:
         """Keep the K best expansions of each sentence's live hypotheses; returns their parent rows and tokens.
 
         A row adds one constant (its cum) to all its log probs, so the K best of a sentence are among the
@@ -344,13 +358,15 @@ class _Beam:
         if cum.size(1) < K:  # a vocabulary smaller than the beam, at the first step: the rest are dead rows
             cum = torch.nn.functional.pad(cum, (0, K - cum.size(1)), value=float("-inf"))
             pick = torch.nn.functional.pad(pick, (0, K - pick.size(1)))
-        self.cum = cum
+        before, self.cum = self.cum, cum
         tok = row_tok.view(n, width * per_row).gather(1, pick).view(-1)
         parent = ((torch.arange(n, device=device) * width).unsqueeze(1) + pick // per_row).view(-1)  # rows
         self.tokens = torch.cat([self.tokens.index_select(0, parent), tok.unsqueeze(1)], dim=1)
         if alpha is not None:
             rows = alpha.index_select(0, parent).unsqueeze(1).float()
             self.attn = rows if self.attn is None else torch.cat([self.attn.index_select(0, parent), rows], dim=1)
+        if self.record is not None:
+            self.record.step(step, self.sent, before, log_probs, parent, tok, cum)
         return parent, tok
 
     def finish(self, tok: Tensor, K: int, finished: list[list[Hypothesis]], n_best: int, lengths: list[int],
@@ -416,7 +432,8 @@ class _Beam:
 def beam_search(model: TranslationModel, src: Tensor, src_len: Tensor, beam_size: int = 5, n_best: int = 1,
                 length_penalty: float = 1.0, max_len_a: float = 1.5, max_len_b: float = 10,
                 max_len_cap: int | None = None, stopping: str = "exact", min_len: int = 0,
-                no_repeat_ngram: int = 0, coverage_penalty: float = 0.0) -> list[list[Hypothesis]]:
+                no_repeat_ngram: int = 0, coverage_penalty: float = 0.0, prefix: Sequence[Sequence[int]] | None = None,
+                record: BeamTree | None = None) -> list[list[Hypothesis]]:
     """Batched beam search: per sentence its ``n_best`` best hypotheses, best score first.
 
     Each step expands the live hypotheses of every sentence and keeps the ``beam_size`` best
@@ -437,9 +454,10 @@ def beam_search(model: TranslationModel, src: Tensor, src_len: Tensor, beam_size
 
     The first step expands each sentence's one empty hypothesis; only then does a sentence hold
     ``beam_size`` rows. With ``beam_size`` 1 this is exactly :func:`greedy_search` (tokens and scores).
-    ``min_len``, ``no_repeat_ngram``: :mod:`attnmt.constraints` (a banned expansion is never a candidate).
-    ``coverage_penalty`` (GNMT's beta, 0: off) adds ``cp`` (the module docstring) to each finished
+    ``min_len``, ``no_repeat_ngram``, ``prefix``: :mod:`attnmt.constraints` (a banned expansion is never a
+    candidate). ``coverage_penalty`` (GNMT's beta, 0: off) adds ``cp`` (the module docstring) to each finished
     hypothesis's score: candidates are still ranked by log prob, the penalty decides among finished ones.
+    ``record``: an :class:`attnmt.beam_tree.BeamTree` that records the search tree.
     """
     _check_beam_options(beam_size, n_best, stopping, coverage_penalty)
     check_constraints(min_len, no_repeat_ngram)
@@ -448,28 +466,26 @@ def beam_search(model: TranslationModel, src: Tensor, src_len: Tensor, beam_size
     if batch_size == 0:
         return []
     device, K = src.device, beam_size
-    max_len_list = max_output_lengths(lengths, max_len_a, max_len_b, max_len_cap)
-    max_lens = torch.tensor(max_len_list, device=device)
-    min_lens = min_lengths(max_lens, min_len)
+    forced = prefix_table(prefix, batch_size, device)
+    max_len_list, max_lens, min_lens = length_limits(max_output_lengths(lengths, max_len_a, max_len_b, max_len_cap),
+                                                     min_len, forced, device)
     # the length-penalty divisor of the longest output each sentence allows (EOS counted)
-    lp_longest = torch.tensor([length_penalty_factor(m + 1, length_penalty) for m in max_len_list],
-                              device=device)
+    lp_longest = torch.tensor([length_penalty_factor(m + 1, length_penalty) for m in max_len_list], device=device)
     finished: list[list[Hypothesis]] = [[] for _ in range(batch_size)]
 
     with _eval_mode(model):
-        beam = _Beam.start(model, src, src_len)
+        beam = _Beam.start(model, src, src_len, record, prefix)
         for step in range(int(max_lens.max()) + 1):
-            log_probs, alpha = beam.step_log_probs(model, max_lens[beam.sent] == step, min_lens, no_repeat_ngram)
-            parent, tok = beam.expand(log_probs, alpha, K)
+            log_probs, alpha = beam.step_log_probs(model, max_lens[beam.sent] == step, min_lens, no_repeat_ngram,
+                                                   forced, step)
+            parent, tok = beam.expand(log_probs, alpha, K, step)
             beam.finish(tok, K, finished, n_best, lengths, length_penalty, coverage_penalty)
             done = beam.settled(step, lp_longest, length_penalty, stopping, src_len, coverage_penalty)
             if bool(done.all()):
                 break
             parent, tok = beam.keep_unsettled(done, parent, tok, K)
             beam.reorder(parent, tok, K)
-
-    results = []
-    for hyps in finished:
-        # stable sort: among equal scores the one finished first comes first
-        results.append(sorted(hyps, key=lambda h: h.score, reverse=True)[:n_best])
-    return results
+    if record is not None:
+        record.close(finished)
+    # stable sort: among equal scores the one finished first comes first
+    return [sorted(hyps, key=lambda h: h.score, reverse=True)[:n_best] for hyps in finished]

@@ -26,6 +26,7 @@ from torch import nn
 
 from attnmt.accumulate import Accumulated, accumulate_gradients
 from attnmt.checkpoint import (
+    CheckpointWriteError,
     for_translation,
     keep_checkpoint,
     load_checkpoint,
@@ -33,6 +34,7 @@ from attnmt.checkpoint import (
     save_checkpoint,
 )
 from attnmt.config import Config, config_to_dict, save_config
+from attnmt.data.corpus import MAX_LINE_BYTES
 from attnmt.data.loading import batch_of, load_data, make_batches
 from attnmt.distributed import World, close_world, init_world
 from attnmt.errors import UserError
@@ -61,6 +63,7 @@ class TrainState:
     tgt_tokens: int = 0
     stop_reason: str = ""
     best_step: int | None = None  # the step of the best validation so far
+    validated_step: int = -1  # the step of the last validation: a resumed run that has finished validates no more
 
 
 @dataclass
@@ -186,10 +189,13 @@ class Trainer:
         self.scheduler = make_scheduler(self.optimizer, config, self.elapsed_s)
         self.ema = EMA(self.model, t.ema_decay) if t.ema_decay else None  # from the initial weights
         self.amp = autocast_dtype(t.precision, device)
+        self.saved_step: int | None = None  # the step checkpoints/last.pt holds, once this run has written or read it
         if resume:
             self.restore()
+            self.saved_step = self.state.step
         log.event("start", step=self.state.step, model=config.model.type,
                   parameters=sum(p.numel() for p in self.model.parameters()), train_pairs=len(self.train_data),
+                  long_lines=self.train_data.long_lines, line_limit=MAX_LINE_BYTES,
                   valid_pairs=len(self.valid_data) if self.valid_data is not None else 0,
                   src_vocab=len(self.src_proc.vocab), tgt_vocab=len(self.tgt_proc.vocab),
                   joint_vocab=self.src_proc is self.tgt_proc, device=str(device),
@@ -222,7 +228,7 @@ class Trainer:
                         state.stop_reason = "max_epochs"
             if self.world.agree(state.stop_reason == "interrupted"):
                 self.save("last")  # at once (a kill may follow), and no validation that --resume would not redo
-            elif state.step % t.valid_every != 0 or not self.history:
+            elif state.validated_step != state.step:
                 self.validate()
         self.log.event("end", step=state.step, epoch=state.epoch, reason=state.stop_reason, elapsed_s=state.elapsed_s,
                        model_dir=str(self.model_dir), validated=self.valid_data is not None, **self.best())
@@ -323,6 +329,7 @@ class Trainer:
         learning rate."""
         world, state = self.world, self.state
         record: dict = {}
+        state.validated_step = state.step  # before the checkpoints that hold it
         if not world.is_main:
             world.barrier()
             lr = torch.tensor([0.0])
@@ -382,9 +389,22 @@ class Trainer:
         return improved
 
     def save(self, name: str) -> None:
-        """checkpoints/NAME.pt (main process only); with EMA, the averaged weights as ema.pt beside best."""
+        """checkpoints/NAME.pt (main process only); with EMA, the averaged weights as ema.pt beside best. A
+        failed write (a full disk) stops the run with one line that says which checkpoint to resume from."""
         if not self.world.is_main:
             return
+        try:
+            self.write_checkpoints(name)
+        except CheckpointWriteError as e:
+            safe = (f"checkpoints/last.pt holds step {self.saved_step:,}: continue from it with --resume once the "
+                    "checkpoint can be written" if self.saved_step is not None
+                    else "no checkpoint of this run was written yet")
+            raise UserError(f"cannot write checkpoint {e.path}: {e.reason}; no checkpoint was replaced by a partial "
+                            f"file; {safe} (free some space, or make {e.path.parent} writable)") from None
+        if name == "last":
+            self.saved_step = self.state.step
+
+    def write_checkpoints(self, name: str) -> None:
         payload = checkpoint_payload(self.model, self.optimizer, self.scheduler, self.state, self.config,
                                      len(self.src_proc.vocab), len(self.tgt_proc.vocab))
         if self.ema is not None:

@@ -34,6 +34,8 @@ def _start(r: dict) -> str:
     vocab = (f"vocabulary {r['src_vocab']:,} (joint)" if r.get("joint_vocab")
              else f"vocabularies {r['src_vocab']:,} source, {r['tgt_vocab']:,} target") if "src_vocab" in r else ""
     valid = f", {r['valid_pairs']:,} for validation" if r.get("valid_pairs") else ", no validation set"
+    if r.get("long_lines"):  # pairs with a line over attnmt.data.corpus.MAX_LINE_BYTES
+        valid = f" ({r['long_lines']:,} dropped: a line over {r['line_limit']:,} bytes){valid}"
     threads = f", {r['threads']} thread{'s' if r['threads'] > 1 else ''}" if r.get("threads") else ""
     parts = [f"training {r['model']} ({r['parameters']:,} parameters) into {r.get('model_dir', '.')}",
              vocab, f"{r['train_pairs']:,} training pairs{valid}", f"{r['device']}, {r['precision']}{threads}"]

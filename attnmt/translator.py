@@ -86,7 +86,8 @@ class Translator:
                   length_penalty: float | None = None, batch_tokens: int = 2000, batch_size: int | None = None,
                   workers: int = 1, stopping: str | None = None, min_len: int | None = None,
                   no_repeat_ngram: int | None = None, max_len: int | None = None, sampling: "Sampling | None" = None,
-                  coverage_penalty: float | None = None) -> Translation | list[Translation]:
+                  coverage_penalty: float | None = None,
+                  prefix: str | list[str | None] | None = None) -> Translation | list[Translation]:
         """Translate one sentence (a str: one Translation) or a list of them (a list, in the input's order).
 
         Sentences of similar length are decoded together, at most ``batch_size`` (default
@@ -101,6 +102,9 @@ class Translator:
         searching (no beam), seeded per batch.
         ``length_penalty``, ``coverage_penalty`` (default ``decode.*``): GNMT's alpha and beta
         (:mod:`attnmt.search`); the coverage penalty needs a model with attention and applies to beam search.
+        ``prefix``: the start the translation must have (text in the target language; a str for one sentence,
+        a list with a str or None per sentence for a list); the rest is the best continuation found
+        (:mod:`attnmt.constraints`). :meth:`explore` shows a sentence's decoding step by step.
         """
         single, sentences = isinstance(sentences, str), _sentence_list(sentences)
         d = self.config.decode
@@ -113,9 +117,8 @@ class Translator:
         src_tokens = [self.src.tokens(s) for s in sentences]
         # An empty line still gets a translation (of nothing): keep line counts equal.
         src_ids = [self.src.vocab.encode(toks) for toks in src_tokens]
-        for i, ids in enumerate(src_ids):
-            if self.max_src_tokens is not None and len(ids) > self.max_src_tokens:
-                raise SentenceTooLong(i, len(ids), self.max_src_tokens)
+        forced = self._prefixes(prefix, single, len(sentences), extra["no_repeat_ngram"])
+        self._check_lengths(src_ids)
         results: list[Translation | None] = [
             None if ids else Translation(sentence, "", [], [], None, 0.0) for sentence, ids in zip(sentences, src_ids)]
         batches = _decoding_batches(src_ids, batch_tokens, d.batch_size if batch_size is None else batch_size)
@@ -125,15 +128,9 @@ class Translator:
         def decode(b: int) -> list[Translation]:
             indices = batches[b]
             batch = collate([(src_ids[i], None) for i in indices], indices).to(self.device)
-            hyps = self._search(batch.src, batch.src_len, batch_index=b, **search)
-            translations = []
-            for i, sentence_hyps in zip(indices, hyps):
-                options = [self._translation(sentences[i], src_tokens[i], h) for h in sentence_hyps]
-                if not options:  # every continuation banned (attnmt.constraints on a tiny vocabulary)
-                    options = [Translation(sentences[i], "", src_tokens[i], [], None, float("-inf"))]
-                options[0].n_best = options
-                translations.append(options[0])
-            return translations
+            hyps = self._search(batch.src, batch.src_len, batch_index=b,
+                                prefix=[forced[i] for i in indices] if forced else None, **search)
+            return [self._best(sentences[i], src_tokens[i], sentence_hyps) for i, sentence_hyps in zip(indices, hyps)]
 
         with eval_mode(self.model):
             if self.device.type != "cpu":
@@ -142,6 +139,42 @@ class Translator:
                 for i, translation in zip(indices, translations):
                     results[i] = translation
         return results[0] if single else results  # type: ignore[return-value]
+
+    def _check_lengths(self, src_ids: list[list[int]]) -> None:
+        for i, ids in enumerate(src_ids):
+            if self.max_src_tokens is not None and len(ids) > self.max_src_tokens:
+                raise SentenceTooLong(i, len(ids), self.max_src_tokens)
+
+    def _best(self, sentence: str, src_tokens: list[str], hyps) -> Translation:
+        """The best of a sentence's hypotheses as a Translation, with all of them as its n-best list."""
+        options = [self._translation(sentence, src_tokens, h) for h in hyps]
+        if not options:  # every continuation banned (attnmt.constraints on a tiny vocabulary)
+            options = [Translation(sentence, "", src_tokens, [], None, float("-inf"))]
+        options[0].n_best = options
+        return options[0]
+
+    def explore(self, sentence: str, beam: int | None = None, prefix: str | None = None,
+                prefix_tokens: list[str] | None = None, top_k: int = 10) -> dict:
+        """The sentence's decoding step by step, as the explorer page shows it: the explore record
+        (:func:`attnmt.explore.explore`; its keys in docs/explore.md)."""
+        from attnmt.explore import explore
+
+        return explore(self, sentence, beam=beam, prefix=prefix, prefix_tokens=prefix_tokens, top_k=top_k)
+
+    def _prefixes(self, prefix, single: bool, n: int, no_repeat_ngram: int) -> list[list[int]] | None:
+        """Each sentence's forced prefix as target ids (None: no sentence has one); checked (UserError)."""
+        from attnmt.constraints import check_prefix
+
+        if prefix is None:
+            return None
+        texts = [prefix] if single and isinstance(prefix, str) else prefix
+        if not isinstance(texts, (list, tuple)) or len(texts) != n or \
+                not all(t is None or isinstance(t, str) for t in texts):
+            raise UserError("prefix: give a str for one sentence, or a list of one str (or None) per sentence")
+        ids = [self.tgt.ids(t) if t else [] for t in texts]
+        for tokens in ids:
+            check_prefix(tokens, no_repeat_ngram)
+        return ids
 
     def _extra_settings(self, beam, n_best, min_len, no_repeat_ngram, max_len, sampling) -> dict:
         """The search settings beyond beam and n-best, checked: constraints, the length cap, sampling."""

@@ -4,12 +4,15 @@
 `cls`, recursively: nested dataclasses, optional sections (`Optional[Section]`), lists (of values
 or of sections) and free mappings. Every problem is one line naming the key: an unknown key with
 the closest valid one (or the name other toolkits use for it), a wrong type or value with what is
-allowed, a value out of range with its bounds.
+allowed, a value out of range with its bounds. A numeric field declares its range beside its default
+(``lr: float = ranged(1e-3, 0.0, 10.0, above=True)``), checked as the value is read and again by the
+class's ``__post_init__`` (:func:`check_declared`); a float is never NaN or infinite, range or not.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from pathlib import Path
@@ -20,11 +23,64 @@ import yaml
 from attnmt.errors import UserError, closest
 
 
-def check_range(key: str, value: Any, low: Any, high: Any, inclusive_low: bool = True) -> None:
+def _bounds(low: Any, high: Any, inclusive_low: bool = True, inclusive_high: bool = True) -> str:
+    def show(bound: Any) -> str:
+        return f"{bound:,}" if isinstance(bound, int) and abs(bound) >= 10_000 else str(bound)
+
+    parts = ([f"{'>=' if inclusive_low else '>'} {show(low)}"] if low is not None else []) + (
+        [f"{'<=' if inclusive_high else '<'} {show(high)}"] if high is not None else [])
+    return " and ".join(parts) or "any finite number"
+
+
+def check_range(key: str, value: Any, low: Any, high: Any, inclusive_low: bool = True,
+                inclusive_high: bool = True) -> None:
+    """A UserError naming ``key`` unless ``value`` is a finite number within the bounds (None: unbounded)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise UserError(f"config: {key}={value!r} is not a finite number; allowed: "
+                        f"{_bounds(low, high, inclusive_low, inclusive_high)}")
     too_low = low is not None and (value < low if inclusive_low else value <= low)
-    if too_low or (high is not None and value > high):
-        bounds = f"{'>=' if inclusive_low else '>'} {low}" + (f" and <= {high}" if high is not None else "")
-        raise UserError(f"config: {key}={value!r} is out of range; allowed: {bounds}")
+    too_high = high is not None and (value > high if inclusive_high else value >= high)
+    if too_low or too_high:
+        raise UserError(f"config: {key}={value!r} is out of range; allowed: "
+                        f"{_bounds(low, high, inclusive_low, inclusive_high)}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Range:
+    """The values a numeric config key may take: from ``low`` to ``high`` (None: unbounded), each bound
+    included unless ``above`` / ``below`` says it is excluded. Floats must also be finite."""
+
+    low: Any = None
+    high: Any = None
+    above: bool = False  # low itself is not allowed
+    below: bool = False  # high itself is not allowed
+
+    def check(self, key: str, value: Any) -> None:
+        check_range(key, value, self.low, self.high, not self.above, not self.below)
+
+    def describe(self) -> str:
+        return _bounds(self.low, self.high, not self.above, not self.below)
+
+
+def ranged(default: Any = dataclasses.MISSING, low: Any = None, high: Any = None, *, above: bool = False,
+           below: bool = False) -> Any:
+    """A dataclass field with its allowed range declared beside it: ``lr: float = ranged(1e-3, 0.0, 10.0,
+    above=True)``. :func:`check_declared` checks it (a None value of an Optional field is not checked)."""
+    return dataclasses.field(default=default, metadata={"range": Range(low, high, above, below)})
+
+
+def declared_range(cls: Any, name: str) -> Range | None:
+    """The range that the field ``name`` of the dataclass ``cls`` declares, else None."""
+    return next((f.metadata.get("range") for f in dataclasses.fields(cls) if f.name == name), None)
+
+
+def check_declared(obj: Any, prefix: str) -> None:
+    """Every field of the dataclass instance ``obj`` that declares a range (:func:`ranged`) checked, in
+    order; the first one out of range (or not finite) is a UserError naming ``prefix`` + its name."""
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if "range" in f.metadata and value is not None:
+            f.metadata["range"].check(f"{prefix}{f.name}", value)
 
 
 def _allowed(tp: Any) -> str:
@@ -62,9 +118,11 @@ def coerce(key: str, value: Any, tp: Any) -> Any:
             return float(value)
         if isinstance(value, str):  # YAML 1.1 reads 5e-4 (no dot) as a string
             try:
-                return float(value)
+                number = float(value)
             except ValueError:
                 pass
+            else:
+                return coerce(key, number, tp)
     elif tp is str:
         if isinstance(value, str):
             return value
@@ -121,16 +179,25 @@ def build(cls: type, raw: Any, prefix: str = "") -> Any:
         where = prefix.rstrip(".") or "the top level"
         raise UserError(f"config: {where} must be a mapping of keys to values, got {raw!r}")
     hints = typing.get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls)]
+    fields = {f.name: f for f in dataclasses.fields(cls)}
     kwargs = {}
     for key, value in raw.items():
         full = f"{prefix}{key}"
-        if key not in names:
-            close = closest(str(key), names, ALIASES)
-            hint = f"; did you mean '{prefix}{close}'?" if close else f"; valid keys: {', '.join(names)}"
+        if key not in fields:
+            close = closest(str(key), list(fields), ALIASES)
+            hint = f"; did you mean '{prefix}{close}'?" if close else f"; valid keys: {', '.join(fields)}"
             raise UserError(f"config: unknown key '{full}'{hint}")
         kwargs[key] = build_value(hints[key], value, full)
+        _check_number(full, kwargs[key], fields[key].metadata.get("range"))
     return cls(**kwargs)
+
+
+def _check_number(key: str, value: Any, declared: Range | None) -> None:
+    """A value as it is read: within its field's declared range, and never NaN or infinite."""
+    if declared is not None and value is not None:
+        declared.check(key, value)
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise UserError(f"config: {key}={value!r} is not a finite number; write a number")
 
 
 def _parse_override(item: str) -> tuple[list[str], Any]:

@@ -1,31 +1,17 @@
-"""Attention as word alignment on real English-French: the text, the guidance links and the tables.
+"""Attention as word alignment on the Hansards: what the workflow of any pair leaves to this gold set.
 
-Run from the repository root; recipes/alignment_hansards/README.md runs them in order. Every data location is an
-argument: the gold set is --gold-dir, a folder holding the NAACL 2003 English-French Hansards test set as
-enfr.src, enfr.tgt (tokenized, line-aligned) and enfr.gold (1-based links, i-j sure, ipj possible).
+The text, the configs and the table are commands of the package (`attnmt align-prepare`, `attnmt align-config`,
+`attnmt align-table`; docs/alignment.md, "Align your own language pair"). recipes/alignment_hansards/README.md runs
+them for English-French and these steps beside them. --gold-dir is a folder holding the NAACL 2003 English-French
+Hansards test set as enfr.src, enfr.tgt (tokenized, line-aligned) and enfr.gold (1-based links, i-j sure, ipj
+possible); --data-dir the folder `attnmt align-prepare` wrote (default data/align_enfr).
 
-    python -m benchmarks.alignment prepare --gold-dir GOLD [--tatoeba FILE] [--multi30k DIR] [--out-dir DIR]
-        Tatoeba fra-eng (default data/tatoeba/fra-eng.tsv.gz, as `attnmt data tatoeba fra-eng data/tatoeba` writes
-        it) and Multi30k en-fr train (default data/multi30k, as `attnmt data multi30k data/multi30k` writes it),
-        tokenized and lowercased the way the gold is (attnmt.data.pretokenize), into DIR/train.tsv.gz (default
-        DIR: data/align_enfr); the gold sentences, unlabelled, as DIR/gold.en and DIR/gold.fr (the recipes add
-        them to training with the align_text transform); then eflomal's links of the training pairs, symmetrized
-        with grow-diag-final-and, as guided alignment's links (DIR/train.en-fr.links, .fr-en.links),
-        and from the same eflomal run each direction's own links (train.directional.en-fr.links: every French
-        word linked to at most one English word, eflomal's forward alignment; .fr-en.links: its reverse).
-        The gold sentences never get guidance links.
-    python -m benchmarks.alignment table --gold-dir GOLD --model NAME=DIR[+DIR...][,REVERSE_DIR[+REVERSE_DIR...]] ...
-            [--checkpoint best|last|averaged|stepN] [--roen-dir DIR] [--out JSON]
-        The one table: diagonal, eflomal (each direction and symmetrized; it learns from the first model's
-        training text plus the gold sentences), and each model x extraction method x symmetrization, with AER /
-        precision / recall, the model's (or the ensemble's) BLEU on its held-out test set, its training time and
-        the alignment time. --roen-dir (roen.src, roen.tgt, roen.gold) adds the Romanian-English baselines.
     python -m benchmarks.alignment self-links --model DIR [--reverse-model DIR] [--method M] [--layer L]
             [--stem STEM] [--data-dir DIR]
         Self-training: a pair's own links of the training pairs (by default the mutual maxima of the two
-        directions' attention in agreement; without --reverse-model, the English->French model's own links)
-        as DIR/STEM.en-fr.links and .fr-en.links (default data/align_enfr/train.self.*), the guidance of a new
-        pair; with an unguided teacher (or its students) no label is used anywhere.
+        directions' attention in agreement; without --reverse-model, the forward model's own links)
+        as DIR/STEM.SRC-TGT.links and .TGT-SRC.links (default data/align_enfr/train.self.*), the guidance of a new
+        pair; with an unguided teacher (or its students) no label is used anywhere. Any prepared pair.
     python -m benchmarks.alignment figures --gold-dir GOLD --model DIR --name NAME [--method shift]
         Heatmaps of Hansards gold pairs whose word order changes, the gold's sure links circled.
     python -m benchmarks.alignment why --gold-dir GOLD --model DIR [--reverse-model DIR] [--method M]
@@ -40,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -48,11 +33,9 @@ from pathlib import Path
 from attnmt.cli.common import ALIGN_METHODS, SYMMETRIZATIONS  # attnmt.align's choices, without importing torch
 
 ROOT = Path(__file__).resolve().parents[1]
-# Where prepare writes and self-links / lengths read, relative to the folder the command runs in (the repository
+# Where align-prepare writes and self-links / lengths read, relative to the folder the command runs in (the repository
 # root): the recipes' configs read data/align_enfr/ from there.
 DATA = Path("data") / "align_enfr"
-TATOEBA = Path("data") / "tatoeba" / "fra-eng.tsv.gz"
-MULTI30K = Path("data") / "multi30k"
 
 
 def _read_gz(path: Path) -> list[str]:
@@ -70,28 +53,9 @@ def _need(path: Path, what: str) -> Path:
 
 
 def training_pairs(data_dir: Path) -> list[tuple[str, str]]:
-    """The (English, French) pairs that ``prepare`` wrote to DATA_DIR/train.tsv.gz."""
-    path = _need(data_dir / "train.tsv.gz", "run `python -m benchmarks.alignment prepare` first, or give --data-dir")
+    """The (source, target) pairs that ``attnmt align-prepare`` wrote to DATA_DIR/train.tsv.gz."""
+    path = _need(data_dir / "train.tsv.gz", "run `attnmt align-prepare` first, or give --data-dir")
     return [tuple(line.split("\t")) for line in _read_gz(path)]
-
-
-def corpus_pairs(tatoeba: Path, multi30k: Path) -> list[tuple[str, str]]:
-    """Tatoeba fra-eng then Multi30k train, English and French tokenized the Hansards way."""
-    from attnmt.data.pretokenize import tokenize
-
-    pairs = []
-    for line in _read_gz(_need(tatoeba, "give --tatoeba (or run `attnmt data tatoeba fra-eng data/tatoeba`)")):
-        cols = line.split("\t")
-        if len(cols) >= 2:
-            pairs.append((cols[0], cols[1]))
-    hint = "give --multi30k (or run `attnmt data multi30k data/multi30k`)"
-    pairs += list(zip(_read_gz(_need(multi30k / "train.en.gz", hint)), _read_gz(_need(multi30k / "train.fr.gz", hint))))
-    out = []
-    for en, fr in pairs:
-        en, fr = tokenize(en, "en"), tokenize(fr, "fr")
-        if en and fr and "\t" not in en + fr:
-            out.append((en, fr))
-    return out
 
 
 def gold_files(gold_dir: Path) -> tuple[Path, Path, Path]:
@@ -104,47 +68,6 @@ def gold_pairs(gold_dir: Path) -> list[tuple[str, str]]:
     src, tgt, _ = gold_files(gold_dir)
     src, tgt = src.read_text(encoding="utf-8").splitlines(), tgt.read_text(encoding="utf-8").splitlines()
     return [(s.lower(), t.lower()) for s, t in zip(src, tgt)]
-
-
-def write_tsv(path: Path, pairs) -> None:
-    with gzip.open(path, "wt", encoding="utf-8") as f:
-        f.writelines(f"{s}\t{t}\n" for s, t in pairs)
-
-
-def cmd_prepare(args) -> None:
-    from attnmt.align import eflomal_align, symmetrize
-
-    out = Path(args.out_dir)
-    src, tgt, _ = gold_files(Path(args.gold_dir))
-    out.mkdir(parents=True, exist_ok=True)
-    started = time.perf_counter()
-    pairs = corpus_pairs(Path(args.tatoeba), Path(args.multi30k))
-    write_tsv(out / "train.tsv.gz", pairs)
-    # the gold set's sentences without their links: the text the models are scored on, as a statistical aligner
-    # sees it; the recipes add them to training (the align_text transform), never with guidance
-    shutil.copyfile(src, out / "gold.en")
-    shutil.copyfile(tgt, out / "gold.fr")
-    print(f"{len(pairs)} training pairs in {out / 'train.tsv.gz'}, the gold sentences in {out}/gold.en, gold.fr "
-          f"({time.perf_counter() - started:.0f} s)")
-    started = time.perf_counter()
-    forward, reverse = eflomal_align([s for s, _ in pairs], [t for _, t in pairs])
-    write_guidance(symmetrize(forward, reverse, "grow-diag-final-and"), out / "train")
-    write_guidance(forward, out / "train.directional", reverse=reverse)
-    print(f"eflomal guidance links (grow-diag-final-and; each direction's own: train.directional.*) in {out} "
-          f"({time.perf_counter() - started:.0f} s)")
-
-
-def write_guidance(links, stem: Path, reverse=None) -> None:
-    """(English, French) links of the training pairs as guidance: STEM.en-fr.links and STEM.fr-en.links, the
-    latter turned to (French, English) (0-based Pharaoh, one line per pair of train.tsv.gz). Both files hold
-    ``links``, or the French->English one holds ``reverse`` when given."""
-    from attnmt.align import format_links
-
-    def write(direction: str, sets) -> None:
-        Path(f"{stem}.{direction}.links").write_text("".join(format_links(a) + "\n" for a in sets), encoding="utf-8")
-
-    write("en-fr", links)
-    write("fr-en", ({(j, i) for i, j in a} for a in (links if reverse is None else reverse)))
 
 
 def _load_pair(args):
@@ -176,75 +99,11 @@ def cmd_self_links(args) -> None:
         links += align_pairs(forward, [s for s, _ in chunk], [t for _, t in chunk], method=args.method,
                              layer=args.layer, reverse=reverse, symmetrization=symmetrization)
         print(f"{len(links)}/{len(pairs)} pairs aligned ({time.perf_counter() - started:.0f} s)", flush=True)
-    write_guidance(links, data_dir / args.stem)
-    print(f"-> {data_dir / args.stem}.en-fr.links, .fr-en.links")
+    from attnmt.align.prepare import read_manifest, write_links
 
-
-def _model_facts(model_dirs: list[Path], beam: int, checkpoint: str = "best") -> dict:
-    """Training time and steps from each model folder's log; BLEU (beam ``beam``) of ``checkpoint`` on the
-    first folder's held-out test set, translated by that model or, given several folders, by their ensemble."""
-    from attnmt.ensemble import load_ensemble
-    from attnmt.evaluate import evaluate_translator
-    from attnmt.runlog import training_summary
-    from attnmt.translator import load
-
-    runs = []
-    for model_dir in model_dirs:
-        summary = training_summary(model_dir)
-        runs.append({"model_dir": str(model_dir), "checkpoint": checkpoint, "train_s": summary.get("wall_s"),
-                     "steps": summary.get("steps"),
-                     "best_valid_ppl": round(summary["best_valid_ppl"], 2) if "best_valid_ppl" in summary else None})
-    started = time.perf_counter()
-    translator = (load(model_dirs[0], checkpoint=checkpoint) if len(model_dirs) == 1
-                  else load_ensemble(model_dirs, checkpoint=checkpoint))
-    report = evaluate_translator(translator, model_dirs[0] / "test.src", model_dirs[0] / "test.tgt", beam=beam)
-    bleu = {"test_bleu": round(report.scores.bleu, 2), "bleu_signature": report.scores.bleu_signature,
-            "test_sentences": report.n_sentences, "decode_s": round(time.perf_counter() - started, 1)}
-    return {**runs[0], **bleu} if len(runs) == 1 else {"ensemble": runs, **bleu}
-
-
-def cmd_table(args) -> None:
-    from dataclasses import asdict
-
-    from attnmt.align import align_files
-
-    src, tgt, gold = gold_files(Path(args.gold_dir))
-    rows: list[dict] = []
-    models: dict[str, dict] = {}
-    for k, spec in enumerate(args.model):
-        name, _, dirs = spec.partition("=")
-        forward_dirs, _, reverse_dirs = dirs.partition(",")
-        forward, reverse = forward_dirs.split("+"), reverse_dirs.split("+") if reverse_dirs else []
-        result = align_files(forward, src, tgt, gold_path=gold, baselines=("diagonal", "eflomal") if k == 0 else (),
-                             reverse_model=reverse or None, checkpoint=args.checkpoint)
-        models[name] = {"forward": _model_facts([Path(d) for d in forward], args.beam, args.checkpoint),
-                        **({"reverse": _model_facts([Path(d) for d in reverse], args.beam, args.checkpoint)}
-                           if reverse else {}),
-                        "align_s": result.seconds}
-        for row, scores in result.scores.items():
-            label = row if not row.startswith(("attention", "reverse")) else f"{name}: {row}"
-            rows.append({"row": label, **{key: round(v, 4) if isinstance(v, float) else v
-                                          for key, v in asdict(scores).items()}})
-        print(f"{name}: {models[name]}", flush=True)
-    if args.roen_dir:
-        # Romanian-English baselines only (no Romanian-English training text here): what its gold set measures,
-        # eflomal learning from its 248 pairs alone.
-        roen = Path(args.roen_dir)
-        hint = "--roen-dir must hold roen.src, roen.tgt and roen.gold"
-        result = align_files(None, _need(roen / "roen.src", hint), _need(roen / "roen.tgt", hint),
-                             gold_path=_need(roen / "roen.gold", hint), baselines=("diagonal", "eflomal"))
-        for row, scores in result.scores.items():
-            rows.append({"row": f"ro-en: {row}", **{key: round(v, 4) if isinstance(v, float) else v
-                                                    for key, v in asdict(scores).items()}})
-    lines = ["| links | AER | precision | recall | links |", "|---|---:|---:|---:|---:|"]
-    lines += [f"| {r['row']} | {r['aer']:.3f} | {r['precision']:.3f} | {r['recall']:.3f} | {r['predicted']} |"
-              for r in rows]
-    print("\n".join(lines))
-    from benchmarks.common import write_result
-
-    path = write_result("alignment_enfr", {"gold": str(gold), "eflomal_text": "the first model's training corpus "
-                        "plus the gold sentences", "models": models, "rows": rows}, args.out)
-    print(f"-> {path}")
+    manifest = read_manifest(data_dir)
+    for path in write_links(links, data_dir / args.stem, manifest["src_lang"], manifest["tgt_lang"]):
+        print(f"-> {path}")
 
 
 def crossing_sentences(gold, pairs, n: int, low: int = 7, high: int = 13) -> list[int]:
@@ -292,36 +151,12 @@ def _data_dir(p) -> None:
     p.add_argument("--data-dir", default=str(DATA), help=f"what prepare wrote (default {DATA})")
 
 
-def _add_prepare(sub) -> None:
-    p = sub.add_parser("prepare", help="the training text, the gold sentences unlabelled and eflomal's guidance links")
-    _gold_dir(p)
-    p.add_argument("--tatoeba", default=str(TATOEBA), help=f"Tatoeba's fra-eng pairs, English TAB French (default "
-                   f"{TATOEBA}, where `attnmt data tatoeba fra-eng data/tatoeba` writes it)")
-    p.add_argument("--multi30k", default=str(MULTI30K), help=f"folder with Multi30k's train.en.gz and train.fr.gz "
-                   f"(default {MULTI30K}, where `attnmt data multi30k data/multi30k` writes them)")
-    p.add_argument("--out-dir", default=str(DATA), help=f"where to write (default {DATA}, where the recipes read)")
-    p.set_defaults(func=cmd_prepare)
-
-
-def _add_table(sub) -> None:
-    p = sub.add_parser("table", help="AER / precision / recall of models and baselines on the gold, with BLEU")
-    _gold_dir(p)
-    p.add_argument("--model", action="append", required=True, metavar="NAME=DIR[,REVERSE_DIR]",
-                   help="an English->French model folder, optionally with its French->English partner; "
-                        "DIR+DIR (either side) for an ensemble, aligned with the mean of its models' attention")
-    p.add_argument("--beam", type=int, default=5)
-    p.add_argument("--checkpoint", default="best", help="which checkpoint of every model folder: best, last, "
-                   "averaged (attnmt average) or stepN, as attnmt align --checkpoint")
-    p.add_argument("--roen-dir", help="also the Romanian-English baselines: DIR/roen.src, roen.tgt, roen.gold")
-    p.add_argument("--out", help="JSON path (default benchmarks/results/alignment_enfr.json)")
-    p.set_defaults(func=cmd_table)
-
-
 def _add_self_links(sub) -> None:
     p = sub.add_parser("self-links", help="a pair's own links of the training pairs, as guidance (self-training)")
-    p.add_argument("--model", required=True, help="an English->French model folder (unguided, or an earlier student)")
-    p.add_argument("--reverse-model", help="its French->English partner (without it: the English->French model's "
-                   "own links, not symmetrized)")
+    p.add_argument("--model", required=True, help="a model folder of the prepared pair's direction (unguided, or an "
+                   "earlier student)")
+    p.add_argument("--reverse-model", help="its partner of the other direction (without it: the model's own links, "
+                   "not symmetrized)")
     p.add_argument("--method", choices=list(ALIGN_METHODS), default="mutual")
     p.add_argument("--symmetrize", choices=list(SYMMETRIZATIONS), default=None,
                    help="how the two directions combine (default agreement); needs --reverse-model")
@@ -329,7 +164,7 @@ def _add_self_links(sub) -> None:
     p.add_argument("--checkpoint", default="best", help="which checkpoint of the folders labels the pairs: best, "
                    "last, averaged or stepN")
     _data_dir(p)
-    p.add_argument("--stem", default="train.self", help="write DATA_DIR/STEM.en-fr.links and .fr-en.links")
+    p.add_argument("--stem", default="train.self", help="write DATA_DIR/STEM.SRC-TGT.links and .TGT-SRC.links")
     p.add_argument("--chunk", type=int, default=20000, help="pairs aligned at a time")
     p.add_argument("--threads", type=int, default=2)
     p.set_defaults(func=cmd_self_links)
@@ -351,7 +186,7 @@ def main(argv=None) -> None:
     sub = parser.add_subparsers(dest="command", required=True)
     from benchmarks.alignment_why import add_lengths, add_why
 
-    for add in (_add_prepare, _add_table, _add_self_links, _add_figures, add_why, add_lengths):
+    for add in (_add_self_links, _add_figures, add_why, add_lengths):
         add(sub)
     args = parser.parse_args(argv)
     if args.command in ("self-links", "why") and args.symmetrize and not args.reverse_model:

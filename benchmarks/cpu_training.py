@@ -11,7 +11,7 @@ machine's speed varies between runs):
 * training steps, seconds per step from the training log after the first 50: the study's seq2seq
   (Tatoeba fra-eng; it has no dropout and no guidance, so only the loss differs) and the guided
   alignment Transformer (recipes/alignment_hansards/guided_en_fr.yaml), each trained the plain way, then
-  attnmt's. They need ../shared/data/tatoeba and data/align_enfr (`python -m benchmarks.alignment prepare`,
+  attnmt's. They need ../shared/data/tatoeba and data/align_enfr (`attnmt align-prepare`,
   recipes/alignment_hansards/README.md); a part whose data is absent is skipped, and says so.
 
     python -m benchmarks.cpu_training          # -> benchmarks/results/cpu_training.json
@@ -151,7 +151,7 @@ train: {{batch_tokens: 2000, lr: 0.004, valid_bleu_sample: 0, precision: auto}}
 
 def transformer_steps(steps: int, work: Path) -> dict | str:
     if not ALIGN_DATA.is_file():
-        return f"skipped: {ALIGN_DATA} is absent (python -m benchmarks.alignment prepare --gold-dir DIR)"
+        return f"skipped: {ALIGN_DATA} is absent (attnmt align-prepare, recipes/alignment_hansards/README.md)"
     import yaml
 
     config = ROOT / "recipes" / "alignment_hansards" / "guided_en_fr.yaml"

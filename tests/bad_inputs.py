@@ -103,6 +103,7 @@ class Case:
     code: int = 2  # the exit code the contract asks for: 2 refused with one line, 0 handled
     stdin: bytes | None = None
     summary: Callable[[Workspace, str], str] | None = None  # for handled input: what came out
+    around: Callable[[], contextlib.AbstractContextManager] | None = None  # a condition the run meets (a full disk)
 
 
 @dataclass
@@ -210,6 +211,44 @@ def long_line(ws: Workspace, n: int = 600) -> Path:
     return ws.file("long.txt", "a b\n" + " ".join(["word"] * n) + "\n")
 
 
+def over_a_mebibyte(ws: Workspace, name: str = "huge.txt") -> Path:
+    """Line 2 is one byte over the longest line a reader accepts (attnmt.data.corpus.MAX_LINE_BYTES, 1 MiB)."""
+    return ws.file(name, b"a b\n" + b"w" * ((1 << 20) + 1) + b"\nc d\n")
+
+
+def nan_weights(payload: dict) -> None:
+    payload["model"] = {name: torch.full_like(t, float("nan")) for name, t in payload["model"].items()}
+
+
+def some_not_finite(payload: dict) -> None:
+    weight = payload["model"][sorted(payload["model"])[0]]
+    weight.view(-1)[:2] = torch.tensor([float("nan"), float("inf")])
+
+
+@contextlib.contextmanager
+def full_disk():
+    """Every checkpoint write goes to /dev/full: the kernel's own ENOSPC, when the file is flushed."""
+    import os
+    from unittest import mock
+
+    real = os.fdopen
+
+    def fdopen(fd, mode="r", *args, **kwargs):
+        if mode != "wb":
+            return real(fd, mode, *args, **kwargs)
+        os.close(fd)
+        return open("/dev/full", "wb")  # noqa: SIM115
+
+    with mock.patch("attnmt.checkpoint.os.fdopen", fdopen):
+        yield
+
+
+def started(ws: Workspace, out: str) -> str:
+    """What the start-of-training line says of the training pairs."""
+    line = next(line for line in out.splitlines() if line.startswith("training "))
+    return "(exit 0) trained: " + next(part for part in line.split("; ") if "training pairs" in part)
+
+
 CASES: list[Case] = [
     # --- configs --------------------------------------------------------------------------------
     Case("config", "config file does not exist", lambda ws: ["train", str(ws.root / "none.yaml")]),
@@ -231,6 +270,24 @@ CASES: list[Case] = [
     Case("config", "`--set` of an unknown key", lambda ws: ["train", str(ws.config()), "--set", "train.lr_rate=0.1"]),
     Case("config", "`--set` of a value out of range", lambda ws: ["train", str(ws.config()), "--set",
                                                                   "train.save_every=0"]),
+    Case("config", "`train.lr: .nan`", lambda ws: ["train", str(ws.config("train:\n  lr: .nan\n"))]),
+    Case("config", "`train.clip_grad_norm: .nan` (names the key, not the learning rate)",
+         lambda ws: ["train", str(ws.config("train:\n  clip_grad_norm: .nan\n"))]),
+    Case("config", "`train.label_smoothing: .nan`",
+         lambda ws: ["train", str(ws.config("train:\n  label_smoothing: .nan\n"))]),
+    Case("config", "`--set model.dropout=.inf`", lambda ws: ["train", str(ws.config()), "--set", "model.dropout=.inf"]),
+    Case("config", "`train.warmup_steps: -1` with the noam schedule",
+         lambda ws: ["train", str(ws.config("train:\n  scheduler: noam\n  warmup_steps: -1\n"))]),
+    Case("config", "`train.warmup_steps: 0` with the noam schedule (its rate divides by it)",
+         lambda ws: ["train", str(ws.config("train:\n  scheduler: noam\n  warmup_steps: 0\n"))]),
+    Case("config", "`train.seed: 2**70`", lambda ws: ["train", str(ws.config(f"train:\n  seed: {2**70}\n"))]),
+    Case("config", "`train.log_every: 0`", lambda ws: ["train", str(ws.config("train:\n  log_every: 0\n"))]),
+    Case("config", "`model.hidden_size: 10000000`",
+         lambda ws: ["train", str(ws.config("model:\n  hidden_size: 10000000\n"))]),
+    Case("config", "`model.emb_size: 100000000`",
+         lambda ws: ["train", str(ws.config("model:\n  emb_size: 100000000\n"))]),
+    Case("config", "a `data.train` corpus of weight `.inf`",
+         lambda ws: ["train", str(ws.config("data:\n  train: [{src: a.de, tgt: a.en, weight: .inf}]\n"))]),
     Case("command line", "a word where a number belongs (`--beam five`)",
          lambda ws: translate(ws.model, in_txt(ws), "--beam", "five")),
     Case("command line", "a required option left out (`evaluate` without `--ref`)",
@@ -282,6 +339,12 @@ CASES: list[Case] = [
                      "--model-dir", str(ws.folder())],
          code=0,  # the summary is the last line train prints
          summary=lambda ws, out: "(exit 0) trained: " + out.strip().splitlines()[-1].split(": ", 1)[1].split(";")[0]),
+    Case("train data", "a source line over 1 MiB: the pair is dropped and counted in the start line",
+         lambda ws: ["train", str(ws.config(train_src=ws.file("l.src", (ws.corpus / "train.src").read_bytes()
+                                                                + b"w" * ((1 << 20) + 1) + b"\n"),
+                                            train_tgt=ws.file("l.tgt", (ws.corpus / "train.tgt").read_bytes()
+                                                              + b"x y\n"))),
+                     "--model-dir", str(ws.folder())], code=0, summary=started),
     Case("train data", "the loss becomes NaN (`--set train.lr=1.0e+20`)",
          lambda ws: ["train", str(ws.config()), "--model-dir", str(ws.folder()), "--set", "train.lr=1.0e+20"]),
     Case("train data", "`attnmt prepare`: a `data.train` corpus with src but no tgt",
@@ -302,6 +365,17 @@ CASES: list[Case] = [
     # --- model folders ---------------------------------------------------------------------------
     Case("model folder", "train into a non-empty folder without `--overwrite`",
          lambda ws: ["train", str(ws.config()), "--model-dir", str(ws.model)]),
+    Case("model folder", "`train --model-dir` names a file",
+         lambda ws: ["train", str(ws.config()), "--model-dir", str(ws.file("a-file.txt", "x"))]),
+    Case("model folder", "`train --model-dir` inside a file", lambda ws: ["train", str(ws.config()), "--model-dir",
+                                                                          str(ws.file("a-file.txt", "x") / "m")]),
+    Case("model folder", "`attnmt prepare --model-dir` names a file",
+         lambda ws: ["prepare", str(ws.config()), "--model-dir", str(ws.file("a-file.txt", "x"))]),
+    Case("model folder", "`attnmt demo --out` names a file",
+         lambda ws: ["demo", "--quick", "--out", str(ws.file("a-file.txt", "x"))]),
+    Case("model folder", "`attnmt study --out` names a file",
+         lambda ws: ["study", str(DOC.parents[1] / "recipes" / "synthetic" / "synthetic.yaml"), "--out",
+                     str(ws.file("a-file.txt", "x"))]),
     Case("model folder", "`--resume` a folder without a checkpoint",
          lambda ws: ["train", str(ws.config()), "--model-dir", str(ws.folder()), "--resume"]),
     Case("model folder", "`--model` folder does not exist (a typo)",
@@ -318,6 +392,13 @@ CASES: list[Case] = [
     Case("checkpoint", "random bytes", lambda ws: translate(ws.best(bytes(range(256)) * 64), in_txt(ws))),
     Case("checkpoint", "one flipped bit in the weights",
          lambda ws: translate(ws.model_with(flip_a_weight), in_txt(ws))),
+    Case("checkpoint", "checksum entry removed, every weight NaN",
+         lambda ws: translate(ws.best_payload(lambda p: (p.update(format_version=1), nan_weights(p)), checksum=False),
+                              in_txt(ws))),
+    Case("checkpoint", "a NaN and an infinity in the weights, under a checksum that matches (a diverged run)",
+         lambda ws: translate(ws.best_payload(some_not_finite), in_txt(ws))),
+    Case("checkpoint", "the disk is full when training writes its first checkpoint (ENOSPC)",
+         lambda ws: ["train", str(ws.config()), "--model-dir", str(ws.folder())], around=full_disk),
     Case("checkpoint", "malicious pickle in a torch zip (`__reduce__` → `os.system`)",
          lambda ws: translate(ws.best(evil_zip(ws)), in_txt(ws))),
     Case("checkpoint", "malicious raw pickle", lambda ws: translate(ws.best(evil_raw(ws)), in_txt(ws))),
@@ -350,6 +431,9 @@ CASES: list[Case] = [
     Case("translate", "binary data on stdin", lambda ws: ["translate", "--model", str(ws.model)],
          stdin=b"\x89PNG\r\n\x1a\n\x00\x00"),
     Case("translate", "a 600-word line", lambda ws: translate(ws.model, long_line(ws))),
+    Case("translate", "a line over 1 MiB (1,048,577 bytes)", lambda ws: translate(ws.model, over_a_mebibyte(ws))),
+    Case("translate", "`--input /dev/zero` (endless NUL bytes; read a line at a time, never whole)",
+         lambda ws: translate(ws.model, Path("/dev/zero"))),
     Case("translate", "output file exists",
          lambda ws: translate(ws.model, in_txt(ws), "--output", str(ws.file("exists.txt", "keep me\n")))),
     Case("translate", "`--beam 0`", lambda ws: translate(ws.model, in_txt(ws), "--beam", "0")),
@@ -372,6 +456,19 @@ CASES: list[Case] = [
     Case("translate", "`--min-len 20 --max-len 10`",
          lambda ws: translate(ws.model, in_txt(ws), "--min-len", "20", "--max-len", "10")),
     Case("translate", "`--no-repeat-ngram -1`", lambda ws: translate(ws.model, in_txt(ws), "--no-repeat-ngram", "-1")),
+    Case("translate", "`--length-penalty nan`", lambda ws: translate(ws.model, in_txt(ws), "--length-penalty", "nan")),
+    Case("translate", "`--coverage-penalty inf`",
+         lambda ws: translate(ws.model, in_txt(ws), "--coverage-penalty", "inf")),
+    Case("translate", "`--min-len 2**70`", lambda ws: translate(ws.model, in_txt(ws), "--min-len", str(2**70))),
+    Case("translate", "`--max-len 2**70`", lambda ws: translate(ws.model, in_txt(ws), "--max-len", str(2**70))),
+    Case("translate", "`--workers 2**70`", lambda ws: translate(ws.model, in_txt(ws), "--workers", str(2**70))),
+    Case("ensemble", "`--ensemble-weights 1 nan`",
+         lambda ws: translate(ws.model, in_txt(ws), "--model", str(ws.model), "--ensemble-weights", "1", "nan")),
+    Case("align", "`--threshold nan`", lambda ws: align(ws, "--model", str(ws.model), "--threshold", "nan")),
+    Case("evaluate", "`--bootstrap 2**70`",
+         lambda ws: evaluate(ws, ws.corpus / "test.src", ws.corpus / "test.tgt", "--bootstrap", str(2**70))),
+    Case("serve", "`--max-wait-ms nan`", lambda ws: ["serve", "--model", str(ws.model), "--max-wait-ms", "nan"]),
+    Case("serve", "`--threads 0`", lambda ws: ["serve", "--model", str(ws.model), "--threads", "0"]),
     Case("config", "`train.optimizer: adamax`", lambda ws: ["train", str(ws.config("train:\n  optimizer: adamax\n"))]),
     Case("config", "`train.weight_decay: -0.1`",
          lambda ws: ["train", str(ws.config("train:\n  optimizer: adamw\n  weight_decay: -0.1\n"))]),
@@ -405,6 +502,15 @@ CASES: list[Case] = [
     Case("evaluate", "empty test set", lambda ws: evaluate(ws, ws.file("s0.txt", ""), ws.file("r0.txt", ""))),
     Case("evaluate", "a 600-word line in the source",
          lambda ws: evaluate(ws, long_line(ws), ws.file("r2.txt", "a\nb\n"))),
+    Case("evaluate", "a reference line over 1 MiB",
+         lambda ws: evaluate(ws, ws.file("s3.txt", "a\nb\nc\n"), over_a_mebibyte(ws, "r3.txt"))),
+    Case("evaluate", "`--json /dev/full --overwrite`: the disk is full (ENOSPC) when the report is written",
+         lambda ws: evaluate(ws, ws.corpus / "test.src", ws.corpus / "test.tgt", "--json", "/dev/full",
+                             "--overwrite")),
+    Case("evaluate", "`--src /dev/zero --ref /dev/zero`",
+         lambda ws: evaluate(ws, Path("/dev/zero"), Path("/dev/zero"))),
+    Case("evaluate", "a test set of 1,000,001 lines (evaluate holds a test set in memory to score it)",
+         lambda ws: evaluate(ws, ws.file("s4.txt", "a\n" * 1_000_001), ws.file("r4.txt", "a\n" * 1_000_001))),
     Case("evaluate", "--length-edges that leave sources out",
          lambda ws: evaluate(ws, ws.corpus / "test.src", ws.corpus / "test.tgt", "--length-unit", "words",
                              "--length-edges", "2", "3")),
@@ -424,6 +530,15 @@ CASES: list[Case] = [
     Case("serve", "`--max-queue-sentences` below `--max-texts`",
          lambda ws: ["serve", "--model", str(ws.model), "--max-queue-sentences", "8"]),
     Case("serve", "`--max-batch-cost 0`", lambda ws: ["serve", "--model", str(ws.model), "--max-batch-cost", "0"]),
+    # --- explore ---------------------------------------------------------------------------------
+    Case("explore", "neither `--export` nor `--json`", lambda ws: ["explore", str(ws.model)]),
+    Case("explore", "`--sentences` file does not exist",
+         lambda ws: ["explore", str(ws.model), "--export", str(ws.root / "e.html"), "--sentences",
+                     str(ws.root / "none.txt")]),
+    Case("explore", "two models of one name", lambda ws: ["explore", f"m={ws.model}", f"m={ws.model}", "--export",
+                                                          str(ws.root / "e.html")]),
+    Case("explore", "`--top-k 0`", lambda ws: ["explore", str(ws.model), "--export", str(ws.root / "e.html"),
+                                               "--top-k", "0"]),
     # --- plot-attention --------------------------------------------------------------------------
     Case("plot-attention", "empty sentence",
          lambda ws: ["plot-attention", "--model", str(ws.model), "  ", "--out", str(ws.root / "a.png")]),
@@ -431,6 +546,10 @@ CASES: list[Case] = [
          lambda ws: ["plot-attention", "--model", str(ws.model), "a b", "--out", str(ws.file("b.png", b"png"))]),
     Case("guided alignment", "a link past the end of its sentence pair",
          lambda ws: ["train", str(guided_config(ws, "0-0 0-40\n")), "--model-dir", str(ws.folder())]),
+    Case("guided alignment", "a link in Arabic-Indic digits (`١-0`)",
+         lambda ws: ["train", str(guided_config(ws, "0-0 ١-0\n")), "--model-dir", str(ws.folder())]),
+    Case("align", "a gold link in Arabic-Indic digits (`١-1`)",
+         lambda ws: align(ws, "--baseline", "diagonal", "--gold", str(ws.file("gold.txt", "1-1 ١-1\n" * 40)))),
     Case("guided alignment", "a link that is not i-j",
          lambda ws: ["train", str(guided_config(ws, "0-0 1:1\n")), "--model-dir", str(ws.folder())]),
     Case("guided alignment", "links file shorter than the corpus",
@@ -448,6 +567,12 @@ CASES: list[Case] = [
     Case("align", "`--head` for an rnnsearch model", lambda ws: align(ws, "--model", str(ws.model), "--head", "0")),
     Case("align", "links file to write exists",
          lambda ws: align(ws, "--baseline", "diagonal", "--out", str(ws.file("links.txt", "0-0\n")))),
+    Case("align", "a target line over 1 MiB",
+         lambda ws: ["align", "--src", str(ws.file("a3.src", "a b\nc\nd\n")), "--tgt",
+                     str(over_a_mebibyte(ws, "a3.tgt")), "--baseline", "diagonal"]),
+    Case("align", "a 600-word line, aligned with a model",
+         lambda ws: ["align", "--src", str(long_line(ws)), "--tgt", str(ws.file("a4.tgt", "a b\nc\n")),
+                     "--model", str(ws.model)]),
     Case("translate", "`--alignments --symmetrize` without `--reverse-model`",
          lambda ws: translate(ws.model, in_txt(ws), "--alignments", "--symmetrize", "intersection")),
 ]
@@ -462,7 +587,8 @@ def run_case(case: Case, ws: Workspace) -> Result:
     if case.stdin is not None:
         sys.stdin = io.TextIOWrapper(io.BytesIO(case.stdin))
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
+                case.around() if case.around else contextlib.nullcontext():
             try:
                 code = main(argv)
             except SystemExit as e:  # argparse refuses the command line before main's own handling

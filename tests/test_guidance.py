@@ -392,16 +392,15 @@ def test_training_guides_the_joined_pairs(tiny_corpus, tmp_path):
     assert (guided["guided"], guided["unguided"]) == (n_train + 25, n_test)
 
 
-def test_alignment_benchmark_gives_each_direction_its_own_guidance_file(tmp_path):
-    """`python -m benchmarks.alignment prepare` writes one (English, French) link set for both models, and each
-    direction's own set (train.directional.*); the French->English file is turned to (French, English)."""
-    import importlib
+def test_align_prepare_gives_each_direction_its_own_guidance_file(tmp_path):
+    """`attnmt align-prepare` writes one (English, French) link set for both models, and each direction's own
+    set (train.directional.*); the French->English file is turned to (French, English)."""
+    from attnmt.align.prepare import write_links
 
-    alignment = importlib.import_module("benchmarks.alignment")
     forward = [{(1, 0), (0, 0)}, {(0, 1)}]  # (English, French): each French word from one English word
     reverse = [{(0, 0)}, {(0, 1), (1, 1)}]  # (English, French): each English word to one French word
-    alignment.write_guidance(forward, tmp_path / "both")
-    alignment.write_guidance(forward, tmp_path / "own", reverse=reverse)
+    write_links(forward, tmp_path / "both", "en", "fr")
+    write_links(forward, tmp_path / "own", "en", "fr", reverse=reverse)
     read = lambda name: (tmp_path / name).read_text(encoding="utf-8").splitlines()  # noqa: E731
     assert read("both.en-fr.links") == read("own.en-fr.links") == ["0-0 1-0", "0-1"]
     assert read("both.fr-en.links") == ["0-0 0-1", "1-0"]

@@ -1,7 +1,7 @@
 """The alignment recipe (recipes/alignment_hansards/README.md) runs end to end at tiny size.
 
-Its commands, in its order: prepare the text (made-up Tatoeba and Multi30k files and a made-up gold set
-of the real formats), train the unguided, self-trained and guided pairs from the recipe's own config
+Its commands, in its order: prepare the text with `attnmt align-prepare` (made-up Tatoeba and Multi30k files and
+a made-up gold set of the real formats), train the unguided, self-trained and guided pairs from the recipe's own config
 files (copied beside a tiny data/ folder, so their ``../../data/align_enfr/`` paths resolve there, and
 shrunk to a tiny Transformer, a few steps and 10 joined pairs), write the teacher's links for self-training,
 average the last checkpoints, score with the table, the length shares, the why breakdown and the figures. What each step
@@ -96,7 +96,10 @@ def test_the_alignment_recipe_runs_end_to_end_at_tiny_size(tmp_path, monkeypatch
     out = tmp_path / "results"
 
     # prepare: the text, the gold sentences unlabelled, eflomal's links of the training pairs
-    alignment.main(["prepare", "--gold-dir", str(gold)])
+    assert attnmt(["align-prepare", "--src-lang", "en", "--tgt-lang", "fr", "--pretokenize", "hansards",
+                   "--tsv", "data/tatoeba/fra-eng.tsv.gz", "--parallel", "data/multi30k/train.en.gz",
+                   "data/multi30k/train.fr.gz", "--gold-src", str(gold / "enfr.src"), "--gold-tgt",
+                   str(gold / "enfr.tgt"), "--out-dir", "data/align_enfr"]) == 0
     data = root / "data" / "align_enfr"
     n_train = len(gzip.open(data / "train.tsv.gz", "rt", encoding="utf-8").read().splitlines())
     assert n_train == 110
@@ -104,6 +107,12 @@ def test_the_alignment_recipe_runs_end_to_end_at_tiny_size(tmp_path, monkeypatch
     assert (data / "gold.fr").read_text(encoding="utf-8") == (gold / "enfr.tgt").read_text(encoding="utf-8")
     for links in ("train.en-fr.links", "train.fr-en.links", "train.directional.en-fr.links"):
         assert len((data / links).read_text(encoding="utf-8").splitlines()) == n_train
+    # the recipe's configs are align-config's for this folder (then shrunk to 10 joined pairs, as above)
+    assert attnmt(["align-config", "--data-dir", "data/align_enfr", "--out-dir", "recipes/alignment_hansards",
+                   "--name", "hansards", "--overwrite"]) == 0
+    for config in (root / "recipes" / "alignment_hansards").glob("*.yaml"):
+        assert config.read_text(encoding="utf-8") == (RECIPE / config.name).read_text(encoding="utf-8"), config.name
+        config.write_text(config.read_text(encoding="utf-8").replace("count: 20000", "count: 10"), encoding="utf-8")
 
     # the guided pair: eflomal's links guide training; the gold sentences are added, 20 times, without links
     guided = _train_pair(root, "guided", "guided")
@@ -113,7 +122,7 @@ def test_the_alignment_recipe_runs_end_to_end_at_tiny_size(tmp_path, monkeypatch
     counts = next(e for e in events if "guided" in e)
     assert counts["unguided"] == 2 * 20 and counts["guided"] == n_train - 8 + 10  # less valid/test, plus joined
 
-    # the unguided pair: the same recipe without guidance
+    # the unguided pair: the same recipe without guidance (to the guided pair's steps: TINY's max_steps)
     unguided = _train_pair(root, "unguided", "unguided")
     assert not any("align_loss" in e for e in _log(unguided[0]))
 
@@ -131,8 +140,10 @@ def test_the_alignment_recipe_runs_end_to_end_at_tiny_size(tmp_path, monkeypatch
     capsys.readouterr()
     for name, (en_fr, fr_en), checkpoint in (("guided", guided, "best"), ("unguided", unguided, "best"),
                                              ("selftrained", selftrained, "averaged")):
-        alignment.main(["table", "--gold-dir", str(gold), "--model", f"{name}={en_fr},{fr_en}", "--checkpoint",
-                        checkpoint, "--out", str(out / f"{name}.json")])
+        baselines = ["--baseline", "diagonal", "--baseline", "eflomal"] if name == "guided" else []
+        assert attnmt(["align-table", "--src", str(gold / "enfr.src"), "--tgt", str(gold / "enfr.tgt"), "--gold",
+                       str(gold / "enfr.gold"), *baselines, "--model", f"{name}={en_fr},{fr_en}", "--checkpoint",
+                       checkpoint, "--out", str(out / f"{name}.json")]) == 0
     table = json.loads((out / "guided.json").read_text(encoding="utf-8"))
     rows = {r["row"]: r for r in table["rows"]}
     # the diagonal links word i to word i: 12 links, 6 of the 10 sure ones, 8 of the 12 possible ones
@@ -142,7 +153,8 @@ def test_the_alignment_recipe_runs_end_to_end_at_tiny_size(tmp_path, monkeypatch
     selftrained_table = json.loads((out / "selftrained.json").read_text(encoding="utf-8"))
     assert selftrained_table["models"]["selftrained"]["forward"]["checkpoint"] == "averaged"
     assert table["models"]["guided"]["reverse"]["test_sentences"] == 4
-    assert not any(r["row"].startswith("ro-en") for r in table["rows"])  # only with --roen-dir
+    assert table["eflomal_text"] == "the first model's training corpus plus the gold sentences"
+    assert not any(r["row"] == "diagonal" for r in selftrained_table["rows"])  # only the baselines asked for
 
     # the unguided pair's attention per decoder layer, as the recipe reads it
     assert attnmt(["align", "--model", str(unguided[0]), "--reverse-model", str(unguided[1]), "--symmetrize",
@@ -170,13 +182,11 @@ def test_the_alignment_recipe_runs_end_to_end_at_tiny_size(tmp_path, monkeypatch
 
 
 def test_prepare_names_a_missing_gold_set_in_one_line(tmp_path, capsys):
-    from benchmarks import alignment
-
-    with pytest.raises(SystemExit) as exit_:
-        alignment.main(["prepare", "--gold-dir", str(tmp_path / "nowhere"), "--out-dir", str(tmp_path / "out")])
-    assert exit_.value.code == 2
+    assert attnmt(["align-prepare", "--src-lang", "en", "--tgt-lang", "fr", "--tsv", str(tmp_path / "x.tsv"),
+                   "--gold-src", str(tmp_path / "nowhere" / "enfr.src"), "--gold-tgt", str(tmp_path / "enfr.tgt"),
+                   "--out-dir", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "nowhere/enfr.src not found" in err and "--gold-dir" in err
+    assert len(err.splitlines()) == 1 and "nowhere/enfr.src" in err
 
 
 def test_the_recipe_configs_read_only_what_prepare_writes():
@@ -196,8 +206,8 @@ def test_the_recipe_configs_read_only_what_prepare_writes():
 
 
 def test_the_readme_runs_every_config_of_the_recipe_and_the_steps_tested_here():
-    """The README's commands name each config of the folder, and only benchmarks.alignment steps that the
-    end-to-end test above runs (so a step added to the README without a test here fails)."""
+    """The README's commands name each config of the folder, and only attnmt align-* and benchmarks.alignment steps
+    that the end-to-end test above runs (so a step added to the README without a test here fails)."""
     import re
 
     readme = (RECIPE / "README.md").read_text(encoding="utf-8")
@@ -205,4 +215,5 @@ def test_the_readme_runs_every_config_of_the_recipe_and_the_steps_tested_here():
     named |= {f"{stem}_{d}" for stem in re.findall(r"\$R/(\w+)_\$d\.yaml", readme) for d in ("en_fr", "fr_en")}
     assert named == {p.stem for p in RECIPE.glob("*.yaml")}
     steps = set(re.findall(r"python -m benchmarks\.alignment ([\w-]+)", readme))
-    assert steps == {"prepare", "table", "self-links", "why", "lengths", "figures"}
+    assert steps == {"self-links", "why", "lengths", "figures"}
+    assert set(re.findall(r"attnmt (align-\w+)", readme)) == {"align-prepare", "align-config", "align-table"}

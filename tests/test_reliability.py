@@ -86,7 +86,8 @@ def test_failed_checkpoint_write_keeps_the_previous_file(tmp_path, monkeypatch):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(torch, "save", half_write)
-    with pytest.raises(OSError):
+    with pytest.raises(UserError, match=f"^cannot write checkpoint {path}: No space left on device; last.pt there "
+                                        "still holds its previous contents"):
         save_checkpoint({"model": {"w": torch.zeros(3)}, "model_type": "rnnsearch"}, path)
     assert path.read_bytes() == before
     assert [p.name for p in path.parent.iterdir()] == ["last.pt"]  # no temporary left behind

@@ -186,6 +186,7 @@ def align_files(model_dir: str | Path | None, src_path: str | Path, tgt_path: st
     if model_dir is not None:
         from attnmt.translator import load
 
+        _check_sentence_lengths(pairs, src_path, tgt_path)
         reverse = [load(d, checkpoint=checkpoint) for d in members(reverse_model)] if reverse_model else None
         translator = [load(d, checkpoint=checkpoint) for d in members(model_dir)]
         method = method or default_method(translator)
@@ -198,6 +199,17 @@ def align_files(model_dir: str | Path | None, src_path: str | Path, tgt_path: st
         raise UserError("align: nothing to align with; pass --model DIR, --baseline diagonal|eflomal, or both")
     scores = _score_against_gold(links, gold_path, pairs, src_path) if gold_path is not None else {}
     return AlignResult(links, scores, output, seconds)
+
+
+def _check_sentence_lengths(pairs: Sequence[tuple[str, str]], src_path, tgt_path) -> None:
+    """UserError for a sentence of more words than a model reads (its attention matrix grows with the square)."""
+    from attnmt.translator import MAX_SOURCE_TOKENS
+
+    for number, pair in enumerate(pairs, start=1):
+        for path, text in zip((src_path, tgt_path), pair):
+            if (words := len(text.split())) > MAX_SOURCE_TOKENS:
+                raise UserError(f"{path}:{number} has {words:,} words, more than the {MAX_SOURCE_TOKENS} align reads "
+                                "in a sentence; split long lines into sentences")
 
 
 def _check_align_options(model_dir, threshold: float, method: str | None, reverse_model, symmetrization: str | None,

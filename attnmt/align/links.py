@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # Pharaoh links as text (reading, writing) live with the data; re-exported here beside the gold files.
-from attnmt.data.links import Link, format_links, parse_links, read_links  # noqa: F401
+from attnmt.data.links import Link, format_links, is_position, parse_links, read_links  # noqa: F401
 from attnmt.errors import UserError
 
 
@@ -44,8 +44,8 @@ def parse_gold(line: str, one_based: bool = True) -> GoldAlignment:
     for item in line.split():
         sep = "-" if "-" in item else "p"
         i, found, j = item.partition(sep)
-        if not found or not i.isdigit() or not j.isdigit():
-            raise ValueError(f"not an i-j (sure) or ipj (possible) link: {item!r}")
+        if not found or not is_position(i) or not is_position(j):
+            raise ValueError(f"not an i-j (sure) or ipj (possible) link of ASCII digits: {item!r}")
         link = (int(i) - offset, int(j) - offset)
         if min(link) < 0:
             raise ValueError(f"link {item!r} has a position below {offset}; are the links {offset}-based?")

@@ -10,16 +10,17 @@ is one line on stderr and exit code 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 import typing
 
-from attnmt.cli import around, training, translating
-from attnmt.cli.common import ALIGN_METHODS, SYMMETRIZATIONS
+from attnmt.cli import aligning, around, training, translating
+from attnmt.cli.common import ALIGN_METHODS, SYMMETRIZATIONS, check_numbers
 from attnmt.errors import UserError
 
 __all__ = ["ALIGN_METHODS", "SYMMETRIZATIONS", "build_parser", "main"]
 
-COMMAND_MODULES = (training, translating, around)  # in the order of `attnmt --help`
+COMMAND_MODULES = (training, translating, around, aligning)  # in the order of `attnmt --help`
 
 
 class Parser(argparse.ArgumentParser):
@@ -45,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        check_numbers(parser, args)
         args.func(args)
     except UserError as e:
         print(f"attnmt: error: {e}", file=sys.stderr)
@@ -54,6 +56,13 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as e:  # a disk that fills up while a command writes (checkpoints say more: attnmt.checkpoint)
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+            raise
+        where = f" ({e.filename})" if e.filename else ""
+        print(f"attnmt: error: {e.strerror}{where} while writing; free some space (or choose a folder that can be "
+              "written) and run the command again", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -1,4 +1,5 @@
-"""The commands around a model: align (word links, AER), serve (HTTP), animate (manim)."""
+"""The commands around a model: align (word links, AER), serve (HTTP), explore (the explorer as one file),
+animate (manim)."""
 
 from __future__ import annotations
 
@@ -44,6 +45,15 @@ def cmd_serve(args) -> None:
           max_beam=args.max_beam, max_queue_sentences=args.max_queue_sentences, max_queue_cost=args.max_queue_cost,
           max_batch_cost=args.max_batch_cost, checkpoint=args.checkpoint, threads=args.threads,
           log_level=args.log_level, int8=args.int8)
+
+
+def cmd_explore(args) -> None:
+    from attnmt.serve.export import run_export
+
+    for path in run_export(args.model_dir, export=args.export, json_path=args.json, sentences=args.sentences,
+                           checkpoint=args.checkpoint, beam=args.beam, top_k=args.top_k, alternatives=args.what_if,
+                           examples=args.examples, overwrite=args.overwrite):
+        print(path)
 
 
 def cmd_animate(args) -> None:
@@ -112,7 +122,32 @@ def register(sub) -> None:
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"],
                    help="uvicorn's log level; 'warning' drops the line per request (default: info)")
     p.set_defaults(func=cmd_serve)
+    add_explore_parser(sub)
     add_animate_parser(sub)
+
+
+def add_explore_parser(sub) -> None:
+    p = sub.add_parser("explore", help="the explorer as one HTML file to open without a server: each sentence "
+                                       "decoded step by step, its beam and what-ifs, models side by side")
+    p.add_argument("model_dir", nargs="+", metavar="[NAME=]DIR",
+                   help="a trained model folder (named after the folder, or NAME); give two to compare them, e.g. "
+                        "the seq2seq and rnnsearch of `attnmt demo`")
+    p.add_argument("--export", metavar="FILE.html",
+                   help="write the page here: data and scripts inside, no network needed")
+    p.add_argument("--json", metavar="FILE", help="also (or only) write the explore records as JSON (docs/explore.md)")
+    p.add_argument("--sentences", metavar="FILE",
+                   help="source sentences, one a line (default: --examples sentences of spread lengths from the "
+                        "first model's held-out data, shortest first)")
+    p.add_argument("--examples", type=int, default=6,
+                   help="without --sentences: how many held-out sentences (default: 6)")
+    p.add_argument("--beam", type=int, default=None, help="beam size (default: each model's decode.beam)")
+    p.add_argument("--top-k", type=int, default=10, help="next pieces listed per decoder step (default: 10)")
+    p.add_argument("--what-if", type=int, default=2,
+                   help="per decoder step, how many other pieces of its top-k to re-decode with, for the page's "
+                        "what-if (default: 2; 0: none, a much smaller file)")
+    add_checkpoint_arg(p)
+    p.add_argument("--overwrite", action="store_true", help="replace existing --export / --json files")
+    p.set_defaults(func=cmd_explore)
 
 
 def add_animate_parser(sub) -> None:

@@ -3,15 +3,87 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
-from attnmt.config import STOPPING_RULES
+from attnmt.config import (
+    MAX_BEAM,
+    MAX_COUNT,
+    MAX_HEADS,
+    MAX_KEPT,
+    MAX_LAYERS,
+    MAX_TOKENS,
+    MAX_WORKERS,
+    STOPPING_RULES,
+    DecodeConfig,
+)
 from attnmt.errors import UserError
+from attnmt.typed import Range, declared_range
 
 # attnmt.align's METHODS and ATTENTION_SYMMETRIZATIONS, spelled out so that parsing arguments needs no torch
 # (tested equal)
 ALIGN_METHODS = ("argmax", "threshold", "shift", "mutual", "shift-mutual")
 SYMMETRIZATIONS = ("intersection", "union", "grow-diag-final-and", "agreement")
+
+# The values of every numeric option, by its dest (one name is one quantity in every command: --beam of
+# translate, evaluate, plot-attention and animate is decode.beam). Checked after parsing by check_numbers,
+# before any work: a float is finite in any case; Range() leaves the bounds to the code that reads the value
+# (named beside it). tests/test_numbers.py checks that every int and float option has an entry.
+OPTION_RANGES: dict[str, Range] = {
+    "beam": declared_range(DecodeConfig, "beam"),
+    "workers": declared_range(DecodeConfig, "workers"),  # translate and evaluate; prepare: encoding processes
+    "min_len": declared_range(DecodeConfig, "min_len"),
+    "no_repeat_ngram": declared_range(DecodeConfig, "no_repeat_ngram"),
+    "length_penalty": declared_range(DecodeConfig, "length_penalty"),
+    "coverage_penalty": declared_range(DecodeConfig, "coverage_penalty"),
+    "max_len": declared_range(DecodeConfig, "max_len_cap"),
+    "n_best": Range(1, MAX_BEAM),  # and at most the beam: attnmt.translator
+    "ensemble_weights": Range(0.0, None, above=True),
+    "top_k": Range(0, None),  # top-k, top-p, temperature and seed: attnmt.sampling.Sampling
+    "top_p": Range(),
+    "temperature": Range(),
+    "seed": Range(),
+    "threshold": Range(0.0, 1.0),
+    "layer": Range(-MAX_LAYERS, MAX_LAYERS - 1),  # and within the model's layers: attnmt.align
+    "head": Range(0, MAX_HEADS - 1),
+    "buffer": Range(None, 1_000_000),  # at least 1: attnmt.interactive
+    "length_edges": Range(0, MAX_TOKENS),  # increasing: attnmt.evaluate
+    "bootstrap": Range(0, 100_000),
+    "jobs": Range(1, MAX_WORKERS),
+    "last": Range(None, MAX_KEPT),  # at least 1: attnmt.checkpoint.average_last
+    "bucket_width": Range(1, MAX_TOKENS),
+    "port": Range(0, 65535),
+    "max_batch_size": Range(1, MAX_COUNT),
+    "max_wait_ms": Range(0.0, 60_000.0),
+    "threads": Range(1, MAX_WORKERS),
+    # the server's limits: attnmt.serve.schema.Limits and attnmt.serve.app.serve
+    "max_texts": Range(), "max_text_chars": Range(), "max_beam": Range(), "max_queue_sentences": Range(),
+    "max_queue_cost": Range(), "max_batch_cost": Range(),
+    "examples": Range(), "what_if": Range(),  # explore: attnmt.serve.export.run_export
+    "show": Range(0, None),  # align-prepare --check: changed lines listed
+}
+
+
+def numeric_options(parser) -> list:
+    """The options of ``parser`` (a command's) that take numbers: their type is int or float."""
+    return [action for action in parser._actions if action.type in (int, float)]
+
+
+def check_numbers(parser, args) -> None:
+    """Every number on the command line within its option's range (OPTION_RANGES), a float finite; else
+    a UserError naming the command, the option and what is allowed."""
+    command = parser._subparsers._group_actions[0].choices[args.command]
+    for action in numeric_options(command):
+        value = getattr(args, action.dest, None)
+        for item in value if isinstance(value, list) else [value]:
+            if item is None or item == action.default:
+                continue
+            allowed = OPTION_RANGES.get(action.dest, Range())
+            try:
+                allowed.check(action.dest, item)
+            except UserError as e:
+                raise UserError(f"{args.command} {action.option_strings[-1]}: "
+                                f"{str(e).removeprefix('config: ')}") from None
 
 
 def refuse_overwrite(path: Path, overwrite: bool) -> None:
@@ -19,10 +91,11 @@ def refuse_overwrite(path: Path, overwrite: bool) -> None:
         raise UserError(f"{path} exists; choose another output path or pass --overwrite")
 
 
-def read_input(path: str | None) -> list[str]:
-    from attnmt.data.corpus import read_lines, read_stream
+def read_input(path: str | None) -> Iterator[str]:
+    """The lines of --input (stdin for none or -), one at a time (attnmt.data.corpus: at most 1 MiB each)."""
+    from attnmt.data.corpus import iter_lines, stream_lines
 
-    return read_lines(path) if path and path != "-" else read_stream(sys.stdin.buffer, "<stdin>")
+    return iter_lines(path) if path and path != "-" else stream_lines(sys.stdin.buffer, "<stdin>")
 
 
 def add_checkpoint_arg(p) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -35,14 +36,38 @@ def cmd_translate(args) -> None:
 
     if args.buffer is not None or (not args.input or args.input == "-") and is_live(sys.stdin):
         return _translate_live(args, translator, reverse)
-    translations = _translate_lines(args, translator, reverse, read_input(args.input), 0)
-    # The output file is created only now: a failed run leaves no empty file that blocks the next one.
-    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
+    _translate_batched(args, translator, reverse)
+
+
+# translate --input FILE: lines translated (sorted by length into batches) and written this many at a time, so
+# that memory does not grow with the input
+GROUP_LINES = 1000
+
+
+def _translate_batched(args, translator, reverse) -> None:
+    """Every GROUP_LINES lines translated and written; --output goes to a temporary file renamed at the end,
+    so that a failed run leaves no partial file that blocks the next one."""
+    from attnmt.interactive import in_groups
+
+    out = sys.stdout
+    if args.output:
+        target = Path(args.output)
+        partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
+        try:
+            out = open(partial, "w", encoding="utf-8")  # noqa: SIM115
+        except OSError as e:
+            raise UserError(f"cannot write {target}: {e.strerror or e}; choose an output file in a folder that "
+                            "exists and can be written") from None
     try:
-        _write_translations(out, translations, 0, args)
+        in_groups(read_input(args.input), GROUP_LINES, lambda group, first: _write_translations(
+            out, _translate_lines(args, translator, reverse, group, first), first, args))
+        if out is not sys.stdout:
+            out.close()
+            os.replace(partial, target)
     finally:
         if out is not sys.stdout:
             out.close()
+            partial.unlink(missing_ok=True)
 
 
 def _translate_lines(args, translator, reverse, sentences: list[str], first: int) -> list:
@@ -80,7 +105,7 @@ def _translate_live(args, translator, reverse) -> None:
     """Each group of --buffer lines (default 1) translated and flushed as soon as it is read (attnmt.interactive)."""
     from attnmt.interactive import in_groups, live_lines
 
-    lines = live_lines(sys.stdin.buffer) if not args.input or args.input == "-" else iter(read_input(args.input))
+    lines = live_lines(sys.stdin.buffer) if not args.input or args.input == "-" else read_input(args.input)
     out = None
 
     def handle(group: list[str], first: int) -> None:
@@ -160,7 +185,8 @@ def register(sub) -> None:
     p.add_argument("--n-best", type=int, default=1, help="print the N best hypotheses as 'i ||| text ||| score'")
     p.add_argument("--buffer", type=int, default=None, metavar="N",
                    help="translate N lines at a time and flush each group's output as soon as it is read (default "
-                        "1 when stdin is a terminal or a pipe; a file on stdin or --input is batched whole)")
+                        "1 when stdin is a terminal or a pipe; a file on stdin or --input: 1,000 lines at a time, "
+                        "batched by length)")
     p.add_argument("--alignments", action="store_true",
                    help="print word links after each translation: 'text ||| 0-0 1-2 ...' (0-based source-output "
                         "word positions, as Marian's --alignment; with --n-best, on the best hypothesis)")

@@ -13,7 +13,7 @@ import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from attnmt.data.corpus import _BOM, _GZIP_MAGIC, _clean
+from attnmt.data.corpus import _BOM, _GZIP_MAGIC, MAX_LINE_BYTES, _clean, line_too_long
 from attnmt.errors import UserError
 
 CHUNK_BYTES = 1 << 20
@@ -32,8 +32,14 @@ def _open(path: Path):
         raise UserError(f"cannot read {path}: {e.strerror or e}; check the file") from None
 
 
-def raw_chunks(path: str | Path, size: int | None = None) -> Iterator[tuple[int, bytes, bool]]:
-    """(number of the chunk's first line counted from 0, bytes ending in a newline or the file's end, first?)."""
+def raw_chunks(path: str | Path, size: int | None = None, long: list[int] | None = None,
+               blank: bytes = b"") -> Iterator[tuple[int, bytes, bool]]:
+    """(number of the chunk's first line counted from 0, bytes ending in a newline or the file's end, first?).
+
+    A line longer than MAX_LINE_BYTES is never held whole: it is an error naming file:line, or, when `long`
+    is a list, it comes as `blank` (an empty line; a TSV's empty columns) and its number (from 0) is
+    appended to `long`, so that the lines of two parallel files stay paired (training drops the pair).
+    """
     path, size = Path(path), size or CHUNK_BYTES
     line0, rest, first = 0, b"", True
     with _open(path) as f:
@@ -53,18 +59,51 @@ def raw_chunks(path: str | Path, size: int | None = None) -> Iterator[tuple[int,
                 return
             cut = data.rfind(b"\n") + 1
             if cut == 0:
-                rest = data
+                rest = data if len(data) <= MAX_LINE_BYTES else _skip_long_line(f, data, path, line0, size, long,
+                                                                                 blank)
                 continue
             chunk, rest = data[:cut], data[cut:]
+            if len(chunk) > MAX_LINE_BYTES + 1:  # it may hold a line over the limit
+                chunk = _blank_long_lines(chunk, path, line0, long, blank)
             yield line0, chunk, first
             line0 += chunk.count(b"\n")
             first = False
 
 
-def count_lines(path: str | Path, tsv: bool = False, progress=None) -> int:
-    """Lines of a file (a final newline starts no line); for a TSV, up to its last non-blank line."""
+def _blank_long_lines(chunk: bytes, path: Path, line0: int, long: list[int] | None, blank: bytes) -> bytes:
+    """The chunk with each line over MAX_LINE_BYTES made empty (numbers appended to `long`), or the error."""
+    lines = chunk.split(b"\n")
+    for k, line in enumerate(lines):
+        if len(line) > MAX_LINE_BYTES:
+            _too_long(line, path, line0 + k, long)
+            lines[k] = blank
+    return b"\n".join(lines)
+
+
+def _too_long(data: bytes, path: Path, line: int, long: list[int] | None) -> None:
+    """Line `line` (from 0) is over MAX_LINE_BYTES: the error, or its number appended to `long`."""
+    if b"\x00" in data:
+        raise UserError(f"{path}:{line + 1} looks binary (NUL byte); give a UTF-8 text file, one sentence a line")
+    if long is None:
+        raise line_too_long(str(path), line + 1)
+    long.append(line)
+
+
+def _skip_long_line(f, data: bytes, path: Path, line0: int, size: int, long: list[int] | None, blank: bytes) -> bytes:
+    """Read past the rest of line `line0` (longer than MAX_LINE_BYTES): `blank` in its place, or the error."""
+    _too_long(data, path, line0, long)
+    while block := f.read(size):
+        cut = block.find(b"\n")
+        if cut >= 0:
+            return blank + b"\n" + block[cut + 1:]
+    return blank + b"\n"
+
+
+def count_lines(path: str | Path, tsv: bool = False, progress=None, long: list[int] | None = None) -> int:
+    """Lines of a file (a final newline starts no line); for a TSV, up to its last non-blank line.
+    `long`: as in `raw_chunks` (an over-long line counts as a line, blank)."""
     n = 0
-    for line0, data, _ in raw_chunks(path):
+    for line0, data, _ in raw_chunks(path, long=long):
         lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
         if tsv:
             stripped = data.rstrip()

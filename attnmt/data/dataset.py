@@ -45,19 +45,21 @@ class ParallelData:
     origins: list | None = None
     # The training corpus's word links by line (the links transform), read by guided alignment
     links: list | None = None
+    long_lines: int = 0  # training pairs dropped for a line over attnmt.data.corpus.MAX_LINE_BYTES
 
     def __len__(self) -> int:
         return len(self.src_ids)
 
 
-def read_split(cfg: DataConfig, split: str) -> list[tuple[str, str]] | None:
-    """The (source, target) pairs of `split` ('train', 'valid' or 'test') named in the config."""
+def read_split(cfg: DataConfig, split: str, dropped: list[int] | None = None) -> list[tuple[str, str]] | None:
+    """The (source, target) pairs of `split` ('train', 'valid' or 'test') named in the config. `dropped`: a
+    list to collect the pairs with a line over MAX_LINE_BYTES, read as ("", "") (attnmt.data.corpus)."""
     src, tgt = getattr(cfg, f"{split}_src"), getattr(cfg, f"{split}_tgt")
     tsv = getattr(cfg, f"{split}_tsv", None)
     if tsv:
-        return read_tsv(tsv, cfg.tsv_src_column, cfg.tsv_tgt_column)
+        return read_tsv(tsv, cfg.tsv_src_column, cfg.tsv_tgt_column, dropped)
     if src and tgt:
-        return read_parallel(src, tgt)
+        return read_parallel(src, tgt, dropped)
     if src or tgt:
         raise UserError(f"config: data.{split}_src and data.{split}_tgt must be given together")
     return None

@@ -23,6 +23,12 @@ def format_links(links: Iterable[Link], one_based: bool = False) -> str:
     return " ".join(f"{i + offset}-{j + offset}" for i, j in sorted(links))
 
 
+def is_position(text: str) -> bool:
+    """Whether ``text`` is a word position as links write it: ASCII digits only (``str.isdigit`` also takes
+    Arabic-Indic, superscript and other digits, which no aligner writes)."""
+    return text.isascii() and text.isdigit()
+
+
 def parse_links(line: str, one_based: bool = False) -> set[Link]:
     """Parse one line of Pharaoh links ``"0-0 1-2 ..."`` (0-based unless ``one_based``) into 0-based
     ``(source, target)`` positions; ValueError naming the bad item."""
@@ -30,8 +36,9 @@ def parse_links(line: str, one_based: bool = False) -> set[Link]:
     links: set[Link] = set()
     for item in line.split():
         i, found, j = item.partition("-")
-        if not found or not i.isdigit() or not j.isdigit():
-            raise ValueError(f"not a Pharaoh link i-j ({offset}-based source-target word positions): {item!r}")
+        if not found or not is_position(i) or not is_position(j):
+            raise ValueError(f"not a Pharaoh link i-j ({offset}-based source-target word positions in ASCII digits): "
+                             f"{item!r}")
         links.add((int(i) - offset, int(j) - offset))
     return links
 

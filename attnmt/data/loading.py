@@ -22,7 +22,7 @@ from attnmt.data.corpus import read_parallel
 from attnmt.data.dataset import ParallelData, build_processors, encode_pairs, load_processors, read_split
 from attnmt.data.split import split_positions, write_held_out
 from attnmt.data.store import EpochBatches, StoreData, corpora_of, epoch_counts, staleness, store_location
-from attnmt.data.transforms import Pairs, apply_transforms, links_transform, source_of
+from attnmt.data.transforms import Pairs, apply_transforms, guidance_table, links_transform, source_of
 from attnmt.distributed import World
 from attnmt.errors import UserError
 
@@ -36,7 +36,7 @@ def load_data(config: Config, model_dir: Path, resume: bool, log, world: World |
     cfg = config.data
     if uses_store(config, model_dir):
         return _load_store(config, model_dir, resume, log, world)
-    pairs, valid_pairs, corpus = _read_pairs(config, model_dir, log, world)
+    pairs, valid_pairs, corpus, long_lines = _read_pairs(config, model_dir, log, world)
     train_pairs = pairs.all()
     if resume:
         src_proc, tgt_proc = load_processors(model_dir)
@@ -48,10 +48,10 @@ def load_data(config: Config, model_dir: Path, resume: bool, log, world: World |
         if not world.is_main:
             src_proc, tgt_proc = load_processors(model_dir)
     train, stats = encode_pairs(train_pairs, src_proc, tgt_proc, cfg.max_len, pairs.origins())
+    train.long_lines = long_lines
     log.event("data", split="train", **stats)
-    links = links_transform(cfg)
-    if links is not None:
-        train.links = links.read(corpus, len(corpus))
+    if links_transform(cfg) is not None:
+        train.links = guidance_table(cfg, corpus, len(corpus), log)
     if len(train) == 0:
         source = cfg.train_tsv or cfg.train_src or "the synthetic corpus"
         raise UserError(f"{source}: no training pairs left ({stats['total']} read, {stats.get('empty', 0)} with an "
@@ -69,15 +69,17 @@ def _encode_valid(valid_pairs, src_proc, tgt_proc, log) -> ParallelData | None:
 
 
 def _read_pairs(config: Config, model_dir: Path, log, world: World):
-    """The training pairs as text, after the transforms (a `Pairs`), the validation pairs, and the
-    training corpus as read (None for the synthetic language)."""
+    """The training pairs as text, after the transforms (a `Pairs`), the validation pairs, the
+    training corpus as read (None for the synthetic language) and how many of its pairs were dropped
+    for a line over MAX_LINE_BYTES."""
     cfg, seed = config.data, config.train.seed
     source = source_of(cfg)
-    corpus = None
+    corpus, long_lines = None, 0
     if source is not None:
         pairs, valid_pairs = Pairs.of_list([]), source.valid_pairs(seed)
     else:
-        corpus = read_split(cfg, "train")
+        dropped: list[int] = []  # pairs with a line over MAX_LINE_BYTES, read as ("", ""): never trained on
+        corpus = read_split(cfg, "train", dropped)
         if corpus is None:
             raise UserError("config: no training data; set data.train_src and data.train_tgt, data.train_tsv, "
                             "or data.transforms: [{name: synthetic}]")
@@ -92,10 +94,14 @@ def _read_pairs(config: Config, model_dir: Path, log, world: World):
             if cfg.valid_size:
                 valid_pairs = held[1]
             lines = [line for line, w in enumerate(where) if w == 0]
+        if dropped:
+            skip = set(dropped)
+            lines = [line for line in lines if line not in skip]
         # Transforms draw from the training pairs only: never from held-out pairs.
         pairs = Pairs.of_list([corpus[line] for line in lines], lines)
+        long_lines = len(dropped)
     apply_transforms(cfg, pairs, seed, log)
-    return pairs, valid_pairs, corpus
+    return pairs, valid_pairs, corpus, long_lines
 
 
 AUTO_STORE_BYTES = 64 << 20  # data.store: auto uses a store for training files this large
@@ -148,9 +154,8 @@ def _load_store(config: Config, model_dir: Path, resume: bool, log, world: World
     for corpus, n in zip(train.meta["corpora"], epoch_counts(train.corpora)):
         log.event("data", split="train", corpus=corpus["name"], weight=corpus["weight"], pairs_per_epoch=n,
                   **{key: corpus[key] for key in ("total", "kept", "empty", "too_long")})
-    links = links_transform(cfg)
-    if links is not None:
-        train.links = links.read(None, train.meta["lines"])
+    if links_transform(cfg) is not None:
+        train.links = guidance_table(cfg, None, train.meta["lines"], log)
     if len(train) == 0:
         source = ", ".join(c["tsv"] or c["src"] for c in corpora_of(cfg)) or "the synthetic corpus"
         raise UserError(f"{source}: no training pairs left ({totals['total']} read, {totals['empty']} with an empty "

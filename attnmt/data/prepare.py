@@ -43,6 +43,7 @@ from attnmt.data.tokenize import train_tokenizer
 from attnmt.data.transforms import Origin, Pairs, apply_transforms
 from attnmt.data.vocab import Vocabulary
 from attnmt.errors import UserError
+from attnmt.model_folder import make_folder
 
 
 def _bar(total: int | None, desc: str, enabled: bool):
@@ -52,22 +53,43 @@ def _bar(total: int | None, desc: str, enabled: bool):
                 disable=not enabled or not sys.stderr.isatty(), file=sys.stderr)
 
 
-def _pair_counts(corpora: list[dict], cfg, progress: bool) -> list[int]:
-    """Pairs per corpus (lines of its files); parallel files must have equal line counts."""
-    counts = []
+def _pair_counts(corpora: list[dict], cfg, progress: bool) -> tuple[list[int], list[np.ndarray]]:
+    """Pairs per corpus (lines of its files; parallel files must have equal line counts), and the lines
+    (from 0) of each with a side over MAX_LINE_BYTES (read as empty: attnmt.data.chunks)."""
+    counts, longs = [], []
     with _bar(None, "reading", progress) as bar:
         for corpus in corpora:
+            long: list[int] = []
             if corpus["tsv"]:
-                n = count_lines(corpus["tsv"], tsv=True, progress=bar)
+                n = count_lines(corpus["tsv"], tsv=True, progress=bar, long=long)
             else:
-                n = count_lines(corpus["src"], progress=bar)
-                m = count_lines(corpus["tgt"])
+                n = count_lines(corpus["src"], progress=bar, long=long)
+                m = count_lines(corpus["tgt"], long=long)
                 if n != m:
                     raise UserError(
                         f"parallel files differ in length: {corpus['src']} has {n} lines but {corpus['tgt']} "
                         f"has {m}; line i of one must translate line i of the other, so realign them")
             counts.append(n)
-    return counts
+            longs.append(np.unique(np.asarray(long, dtype=np.int64)))
+    return counts, longs
+
+
+def _tsv_blank(cols: tuple[int, int]) -> bytes:
+    """An over-long TSV line's stand-in: every column empty."""
+    return b"\t" * max(cols)
+
+
+def _count_long_lines(stats: list[dict], longs: list[np.ndarray], counts: list[int], excluded) -> None:
+    """Each corpus's pairs dropped for a line over MAX_LINE_BYTES as `long_lines`; the encoding counted those
+    not held out among the empty ones, and in the total: they are taken out of both."""
+    first = 0
+    for st, long, n in zip(stats, longs, counts):
+        long = long[long < n]
+        held = 0 if excluded is None else int(np.isin(long + first, excluded).sum())
+        st["long_lines"] = len(long)
+        st["empty"] -= len(long) - held
+        st["total"] -= len(long) - held
+        first += n
 
 
 def _sample(pairs: Pairs, cfg, seed: int) -> tuple[list[str], list[str]]:
@@ -85,7 +107,8 @@ def _lines_of(corpus: dict, wanted: np.ndarray, cfg) -> list[tuple[str, str]]:
     """The pairs at lines `wanted` (sorted, 0-based) of one corpus."""
     if corpus["tsv"]:
         cols = (cfg.tsv_src_column, cfg.tsv_tgt_column)
-        return _pick(corpus["tsv"], wanted, lambda rows, numbers, p=corpus["tsv"]: split_tsv(rows, p, numbers, cols))
+        return _pick(corpus["tsv"], wanted, lambda rows, numbers, p=corpus["tsv"]: split_tsv(rows, p, numbers, cols),
+                     _tsv_blank(cols))
     return list(zip(_pick(corpus["src"], wanted, None), _pick(corpus["tgt"], wanted, None)))
 
 
@@ -120,11 +143,11 @@ def _hold_out(corpora: list[dict], counts: list[int], cfg, seed: int):
     return np.flatnonzero(where != 0).astype(np.int64), held
 
 
-def _pick(path: str, wanted: np.ndarray, parse) -> list:
-    """The items of lines `wanted` (sorted, 0-based) of a file."""
+def _pick(path: str, wanted: np.ndarray, parse, blank: bytes = b"") -> list:
+    """The items of lines `wanted` (sorted, 0-based) of a file (a line over MAX_LINE_BYTES reads as `blank`)."""
     out: list = []
     k = 0
-    for line0, data, first in raw_chunks(path):
+    for line0, data, first in raw_chunks(path, long=[], blank=blank):
         lines = decode_chunk(data, path, line0, first, clean=parse is None)
         end = line0 + len(lines)
         if k < len(wanted) and wanted[k] < end:
@@ -182,12 +205,12 @@ def _tasks(corpus: dict, n: int, cfg):
     """The chunks of a corpus; of two files, the side that is behind goes next (bounded buffering)."""
     cols = (cfg.tsv_src_column, cfg.tsv_tgt_column)
     if corpus["tsv"]:
-        for line0, data, first in raw_chunks(corpus["tsv"]):
+        for line0, data, first in raw_chunks(corpus["tsv"], long=[], blank=_tsv_blank(cols)):
             if line0 >= n:
                 return
             yield "tsv", corpus["tsv"], line0, data, first, n, cols
         return
-    sides = {kind: raw_chunks(corpus[kind]) for kind in SIDES}
+    sides = {kind: raw_chunks(corpus[kind], long=[]) for kind in SIDES}
     done = {kind: 0 for kind in SIDES}
     while sides:
         kind = min(sides, key=lambda k: done[k])
@@ -363,12 +386,12 @@ def prepare_store(config: Config, target: Path, workers: int | None = None, prog
     corpora = corpora_of(cfg)
     stamps = file_stamps(cfg)
     workers = workers or cfg.workers or os.cpu_count() or 1
-    target.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(target.parent, "store folder" if cfg.store_dir else "model folder")
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.preparing-", dir=target.parent))
     seconds = {}
     try:
         t0 = time.perf_counter()
-        counts = _pair_counts(corpora, cfg, progress)
+        counts, longs = _pair_counts(corpora, cfg, progress)
         excluded, held = _hold_out(corpora, counts, cfg, seed)
         pairs = _corpus_pairs(corpora, counts, cfg, excluded)
         records = apply_transforms(cfg, pairs, seed)
@@ -383,6 +406,7 @@ def prepare_store(config: Config, target: Path, workers: int | None = None, prog
         seconds["tokenizer"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         stats, added, parts, arrays = _encode_all(corpora, counts, cfg, tmp, workers, progress, excluded, pairs)
+        _count_long_lines(stats, longs, counts, excluded)
         seconds["encoding"] = time.perf_counter() - t0
         entries = _entries(corpora, stats, added)
         n_corpus = sum(st["kept"] for st in stats)

@@ -1,6 +1,18 @@
-"""Word tokenization in the convention of the English-French Hansards gold alignments.
+"""Pretokenizers: raw text split into the words a word-alignment gold set counts.
 
 Word alignments are scored word by word, so a model or an aligner must see the gold set's words.
+Three are registered in :data:`PRETOKENIZERS` (``attnmt align-prepare --pretokenize``), and
+:func:`gold_changes` lists the gold lines a pretokenizer would change (a gold set's tokenization is a
+given: the training text must match it, not the other way round):
+
+* ``words`` (any language): punctuation split off word edges; hyphens, apostrophes, periods and
+  commas inside a word kept (``EU-Bürgern``, ``H-0252``, ``3,5``); the abbreviations of the
+  language kept whole (``bzw.``, ``z.B.``, ``Mr.``; any word with an inner period, ``d.h.``); an
+  apostrophe split as the language writes it: English before it (``do n't``, ``minister 's``),
+  French and Italian after it (``l' heure``), other languages not at all. Case is kept.
+* ``hansards`` (English and French only, :func:`tokenize`): the NAACL 2003 Hansards convention below.
+* ``none``: the text is tokenized already (``--pretokenized``); only runs of spaces are collapsed.
+
 The NAACL 2003 English-French Hansards set (Mihalcea & Pedersen 2003) is lowercased at the start
 of a sentence and tokenized as follows; :func:`tokenize` writes any English or French text the
 same way, so that training text (Tatoeba, Multi30k) and the gold text agree:
@@ -21,8 +33,12 @@ when it is read, so both sides meet in lower case).
 from __future__ import annotations
 
 import re
+import unicodedata
+from collections.abc import Callable, Sequence
 
-__all__ = ["tokenize"]
+from attnmt.errors import UserError
+
+__all__ = ["PRETOKENIZERS", "gold_changes", "pretokenizer", "tokenize", "words"]
 
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "`": "'"})
 # French words that drop their final vowel before a vowel, and what they are written as in full.
@@ -67,3 +83,125 @@ def tokenize(text: str, lang: str) -> str:
         else:
             words.append(piece)
     return " ".join(words)
+
+
+# Abbreviations each language keeps whole (lowercase; the final period is part of the word). A word with
+# a period inside (d.h., z.b., u.s.a.) is kept whole in every language.
+ABBREVIATIONS = {
+    "de": set("""abb. abs. abt. bd. bsp. bspw. bzgl. bzw. ca. dr. evtl. ff. frl. gem. ggf. hr. hrsg. inkl. jh. jr.
+              kap. mio. mrd. nr. prof. rd. s. sog. st. str. tel. u.a. usw. vgl. vs. z.b. z.t. zb. zzgl.""".split()),
+    "en": {"mr.", "mrs.", "ms.", "dr.", "st.", "hon.", "no.", "nos.", "vs.", "etc.", "e.g.", "i.e.", "jr.", "sr.",
+           "prof.", "art.", "p.", "pp.", "vol.", "fig.", "inc.", "ltd.", "co.", "corp.", "a.m.", "p.m."},
+    "fr": {"hon.", "st.", "m.", "mm.", "mme.", "mmes.", "mlle.", "dr.", "etc.", "p.", "art.", "no.", "cf.", "av.",
+           "bd."},
+    "ro": {"dl.", "dna.", "dnei.", "dvs.", "etc.", "nr.", "art.", "alin.", "lit.", "pct.", "str."},
+}
+# Where an apostrophe inside a word splits it: before it (English clitics) or after it (elision).
+_APOSTROPHE_SPLITS = {"en": "before", "fr": "after", "it": "after", "ca": "after"}
+_INNER = set("-'.,")  # kept between letters or digits
+_ENGLISH_NT = re.compile(r"(?i)^(.+)(n't)$")
+_ENGLISH_CLITIC = re.compile(r"(?i)'(s|m|re|ve|ll|d)|n't")
+
+
+def _is_punct(ch: str) -> bool:
+    return not ch.isalnum()
+
+
+def _edge_runs(text: str) -> list[str]:
+    """``text`` (punctuation only) as runs of one repeated character: ``...`` and ``--`` stay whole."""
+    return [m.group(0) for m in re.finditer(r"(.)\1*", text, re.DOTALL)]
+
+
+def _split_inner(word: str) -> list[str]:
+    """Punctuation inside a word that is not a kept inner mark (a/b, x+y) becomes a word of its own."""
+    out, current = [], ""
+    for k, ch in enumerate(word):
+        inner = ch in _INNER and 0 < k < len(word) - 1 and word[k - 1].isalnum() and word[k + 1].isalnum()
+        number = ch == "." and k == 0 and word[1:2].isdigit()  # .5
+        if _is_punct(ch) and not (inner or number):
+            out += [current] if current else []
+            out.append(ch)
+            current = ""
+        else:
+            current += ch
+    return out + ([current] if current else [])
+
+
+def _apostrophe(word: str, lang: str) -> list[str]:
+    how = _APOSTROPHE_SPLITS.get(lang)
+    if "'" not in word or how is None:
+        return [word]
+    if how == "after":  # l'heure -> l' heure
+        head, _, tail = word.partition("'")
+        return [head + "'", *_apostrophe(tail, lang)] if tail else [word]
+    nt = _ENGLISH_NT.match(word)  # don't -> do n't, minister's -> minister 's
+    if nt:
+        return [nt.group(1), nt.group(2)]
+    head, _, tail = word.rpartition("'")
+    return [head, "'" + tail] if head else [word]
+
+
+def _chunk(chunk: str, lang: str) -> list[str]:
+    """One whitespace-separated chunk of text as words."""
+    if chunk.lower() in ABBREVIATIONS.get(lang, ()) or (lang == "en" and _ENGLISH_CLITIC.fullmatch(chunk)):
+        return [chunk]  # mr., bzw.; 's and n't as an English text tokenized already writes them
+    start, end = 0, len(chunk)
+    while start < end and _is_punct(chunk[start]) and not (chunk[start] == "." and chunk[start + 1:][:1].isdigit()):
+        start += 1  # a period before a digit starts a number (.5)
+    while end > start and _is_punct(chunk[end - 1]):
+        end -= 1
+    core, tail, keep = chunk[start:end], chunk[end:], ""
+    # an abbreviation's period stays: a known one, or a word with a period inside (d.h., z.B.); an elided
+    # word's apostrophe stays where the language elides (aujourd' hui)
+    if tail.startswith(".") and core and (f"{core}.".lower() in ABBREVIATIONS.get(lang, ()) or "." in core[1:]):
+        keep, tail = ".", tail[1:]
+    elif tail.startswith("'") and core[-1:].isalpha() and _APOSTROPHE_SPLITS.get(lang) == "after":
+        keep, tail = "'", tail[1:]
+    words = _edge_runs(chunk[:start])
+    pieces = _split_inner(core)
+    for k, piece in enumerate(pieces):
+        words += _apostrophe(piece + (keep if k == len(pieces) - 1 else ""), lang)
+    return words + _edge_runs(tail)
+
+
+def words(text: str, lang: str) -> str:
+    """``text`` with punctuation split off word edges, for any language (see the module docstring)."""
+    text = unicodedata.normalize("NFC", text).translate(_APOSTROPHES)
+    return " ".join(w for chunk in text.split() for w in _chunk(chunk, lang))
+
+
+def _none(text: str, lang: str) -> str:
+    return " ".join(text.split())
+
+
+# name -> (function of (text, lang), the languages it knows (None: any), whether it lowercases)
+PRETOKENIZERS: dict[str, tuple[Callable[[str, str], str], tuple[str, ...] | None, bool]] = {
+    "words": (words, None, False),
+    "hansards": (tokenize, ("en", "fr"), True),
+    "none": (_none, None, False),
+}
+
+
+def pretokenizer(name: str, lang: str) -> Callable[[str], str]:
+    """The pretokenizer ``name`` for ``lang``; UserError naming the choices when either does not fit."""
+    if name not in PRETOKENIZERS:
+        raise UserError(f"pretokenizer {name!r} is unknown; allowed: {' | '.join(PRETOKENIZERS)}")
+    function, languages, _ = PRETOKENIZERS[name]
+    if languages is not None and lang not in languages:
+        raise UserError(f"the {name} pretokenizer knows {' and '.join(languages)} only, not {lang!r}; use "
+                        "--pretokenize words (any language) or --pretokenized (text tokenized already)")
+    return lambda text: function(text, lang)
+
+
+def gold_changes(lines: Sequence[str], name: str, lang: str) -> list[tuple[int, str, str]]:
+    """The gold lines that pretokenizer ``name`` would change, as (1-based line, line, pretokenized); a
+    pretokenizer that lowercases is compared without case."""
+    tokenize_line = pretokenizer(name, lang)
+    lowercases = PRETOKENIZERS[name][2]
+    changed = []
+    for number, line in enumerate(lines, start=1):
+        given = " ".join(line.split())
+        after = tokenize_line(line)
+        if after != (given.lower() if lowercases else given):
+            changed.append((number, given, after))
+    return changed

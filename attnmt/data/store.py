@@ -219,6 +219,8 @@ class StoreData:
             raise UserError(f"{self.folder}: not a prepared store ({e}); run attnmt prepare CONFIG") from None
         self.src_ids, self.tgt_ids = (_Side(self.folder, side, self.meta) for side in SIDES)
         self.corpora = [Mix(c["name"], c["start"], c["kept"], c["weight"]) for c in self.meta["corpora"]]
+        # pairs dropped for a line over attnmt.data.corpus.MAX_LINE_BYTES (stores of older attnmt: not counted)
+        self.long_lines = sum(c.get("long_lines", 0) for c in self.meta["corpora"])
         self.origins = _Origins(self.folder, self.meta)
 
     def __len__(self) -> int:

@@ -251,6 +251,54 @@ class Links(Transform):
         return table
 
 
+def _same(text: str) -> str:
+    return " ".join(text.split()).lower()
+
+
+def guidance_table(cfg: DataConfig, corpus: Sequence[Pair] | None, lines: int,
+                   log=None) -> list[set[Link] | None] | None:
+    """The links transform's links of each corpus line (None without one). A corpus pair whose source or
+    target equals a sentence of an align_text transform (ignoring case and spacing) gets none: the text a
+    model is scored on never carries guidance, whatever corpus line it also stands on; how many lost
+    their links is logged. ``corpus``: the corpus pairs, read here when not given (a token store)."""
+    links = links_transform(cfg)
+    if links is None:
+        return None
+    table: list[set[Link] | None] = list(links.read(corpus, lines))
+    gold = [t for t in transforms_of(cfg) if isinstance(t, AlignText)]
+    if not gold:
+        return table
+    from attnmt.data.corpus import read_parallel
+
+    sources, targets = set(), set()
+    for transform in gold:
+        for src, tgt in read_parallel(transform.src, transform.tgt):
+            sources.add(_same(src))
+            targets.add(_same(tgt))
+    pairs = corpus if corpus is not None else _corpus_text(cfg)
+    hit = [k for k, (src, tgt) in enumerate(pairs) if _same(src) in sources or _same(tgt) in targets]
+    for k in hit:
+        table[k] = None
+    if log is not None:
+        log.event("data", split="train", unguided_equal_to_align_text=len(hit))
+    return table
+
+
+def _corpus_text(cfg: DataConfig) -> list[Pair]:
+    """The training corpora's pairs, one after the other, as the links file counts their lines."""
+    from attnmt.data.corpus import read_parallel, read_tsv
+
+    if not cfg.train:
+        from attnmt.data.dataset import read_split
+
+        return read_split(cfg, "train") or []
+    pairs: list[Pair] = []
+    for c in cfg.train:
+        pairs += (read_tsv(c["tsv"], cfg.tsv_src_column, cfg.tsv_tgt_column) if c.get("tsv")
+                  else read_parallel(c["src"], c["tgt"]))
+    return pairs
+
+
 def transforms_of(cfg: DataConfig) -> list[Transform]:
     """data.transforms as transform objects, checked: one line naming the entry for any problem."""
     out: list[Transform] = []
@@ -314,10 +362,10 @@ def transform_files(cfg: DataConfig) -> list[str]:
     return [f for t in transforms_of(cfg) if t.changes_pairs for f in t.files()]
 
 
-def pair_links(origin: Origin, links: Sequence[set[Link]]) -> set[Link] | None:
+def pair_links(origin: Origin, links: Sequence[set[Link] | None]) -> set[Link] | None:
     """The word links of a pair of ``origin``: each part's line's links, shifted to where it starts."""
-    if origin is None:
-        return None
+    if origin is None or any(links[line] is None for line, _, _ in origin):
+        return None  # added text, or a part whose line carries none (guidance_table)
     if len(origin) == 1 and origin[0][1:] == (0, 0):
         return links[origin[0][0]]
     return {(i + s, j + t) for line, s, t in origin for i, j in links[line]}

@@ -12,6 +12,7 @@ from torch import nn
 
 from attnmt.config import ModelConfig
 from attnmt.errors import UserError
+from attnmt.model_size import check_size
 from attnmt.models import attention as _attention  # noqa: F401  (registers the attention scores)
 from attnmt.models.registry import MODELS, SCORES, model_class, register_model, register_score
 from attnmt.models.seq2seq import RNNSearch, RNNSearchConfig, Seq2Seq, Seq2SeqConfig
@@ -33,7 +34,9 @@ def model_config(model_type: str, **keys) -> ModelConfig:
 
 
 def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> nn.Module:
-    """Instantiate the model a config describes (weights freshly initialised)."""
+    """Instantiate the model a config describes (weights freshly initialised); one that would not fit in this
+    machine's memory is a UserError naming the key to lower."""
+    check_size(cfg, src_vocab_size, tgt_vocab_size)
     try:
         return model_class(cfg.type).from_config(cfg, src_vocab_size, tgt_vocab_size)
     except ValueError as e:

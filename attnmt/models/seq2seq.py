@@ -16,12 +16,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnmt.config import ModelConfig
+from attnmt.config import MAX_WIDTH, ModelConfig
 from attnmt.errors import UserError
 from attnmt.models.decoders import BahdanauDecoder, FixedVectorDecoder, LuongDecoder
 from attnmt.models.encoders import RNNEncoder
 from attnmt.models.registry import SCORES, register_model, score_class
-from attnmt.typed import check_range
+from attnmt.typed import ranged
 
 
 @dataclass
@@ -29,13 +29,9 @@ class RNNConfig(ModelConfig):
     """The keys of model.* that every recurrent model reads, beside ModelConfig's."""
 
     cell: Literal["lstm", "gru"] = "lstm"
-    emb_size: int = 256
-    hidden_size: int = 256  # decoder state; also the encoder's, per direction, unless enc_hidden_size is set
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        for name in ("emb_size", "hidden_size"):
-            check_range(f"model.{name}", getattr(self, name), 1, None)
+    emb_size: int = ranged(256, 1, MAX_WIDTH)
+    # decoder state; also the encoder's, per direction, unless enc_hidden_size is set
+    hidden_size: int = ranged(256, 1, MAX_WIDTH)
 
 
 @dataclass
@@ -54,13 +50,14 @@ class RNNSearchConfig(RNNConfig):
     """model.type rnnsearch."""
 
     type: str = "rnnsearch"
-    enc_hidden_size: Optional[int] = None  # encoder size per direction (OpenNMT's brnn halves hidden_size)
+    # encoder size per direction (OpenNMT's brnn halves hidden_size)
+    enc_hidden_size: Optional[int] = ranged(None, 1, MAX_WIDTH)
     # The decoder's order. bahdanau: s_{i-1} queries the source before the state update (Bahdanau et al.
     # 2014); luong: s_i queries after it, and the attentional vector h~_i = tanh(W_c [c_i; s_i]) feeds the
     # output layer (Luong et al. 2015).
     decoder: Literal["bahdanau", "luong"] = "bahdanau"
     score: str = "additive"  # a name in attnmt.models.SCORES: additive | additive_coverage | dot | general
-    attn_size: Optional[int] = None  # width of the additive score's layer (default hidden_size)
+    attn_size: Optional[int] = ranged(None, 1, MAX_WIDTH)  # width of the additive score's layer (default hidden_size)
     input_feeding: bool = False  # decoder luong: feed the attentional vector to the next step
     # The older single key for decoder + score: bahdanau | luong_dot | luong_general | luong_concat.
     attention: Optional[str] = None
@@ -69,8 +66,6 @@ class RNNSearchConfig(RNNConfig):
         if self.attention is not None:
             _read_attention_alias(self)
         super().__post_init__()
-        if self.enc_hidden_size is not None:
-            check_range("model.enc_hidden_size", self.enc_hidden_size, 1, None)
         score = score_class(self.score)  # an unknown name: one line with the closest registered one
         if self.attn_size is not None and not score.reads_attn_size:
             readers = [name for name, other in SCORES.items() if other.reads_attn_size]

@@ -29,13 +29,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnmt.config import ModelConfig
+from attnmt.config import MAX_HEADS, MAX_WIDTH, ModelConfig
 from attnmt.errors import UserError
 from attnmt.models.attention import MultiHeadAttention
 from attnmt.models.dropout import Dropout
 from attnmt.models.registry import register_model
 from attnmt.special import PAD_ID
-from attnmt.typed import check_range
+from attnmt.typed import ranged
 
 __all__ = ["Transformer", "TransformerConfig", "sinusoidal_encoding"]
 
@@ -123,15 +123,13 @@ class TransformerConfig(ModelConfig):
     """model.type transformer (Vaswani et al. 2017), beside ModelConfig's keys."""
 
     type: str = "transformer"
-    d_model: int = 256
-    n_heads: int = 4
-    ff_size: int = 1024
+    d_model: int = ranged(256, 1, MAX_WIDTH)
+    n_heads: int = ranged(4, 1, MAX_HEADS)
+    ff_size: int = ranged(1024, 1, MAX_WIDTH)
     share_embeddings: bool = False  # one embedding for source and target (needs a joint vocab)
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name in ("d_model", "n_heads", "ff_size"):
-            check_range(f"model.{name}", getattr(self, name), 1, None)
         if self.d_model % self.n_heads:
             raise UserError(
                 f"config: model.d_model={self.d_model} is not divisible by model.n_heads={self.n_heads}; "

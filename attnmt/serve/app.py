@@ -1,4 +1,4 @@
-"""The FastAPI application: POST /translate, GET /health, GET /models, and the page at /.
+"""The FastAPI application: POST /translate, POST /explore, GET /health, GET /models, and the page at /.
 
 :func:`create_app` builds an app around already loaded translators (or model folders); the CLI's
 ``attnmt serve`` calls :func:`serve`, which loads the folders and runs uvicorn. Requests never name
@@ -23,10 +23,21 @@ from attnmt.align import model_method
 from attnmt.errors import UserError
 from attnmt.sampling import Sampling
 from attnmt.serve.batching import DynamicBatcher, QueueFull
-from attnmt.serve.engine import BatchKey, Item, ServedModel, decode_batch, load_models, sentence_costs, served_model
+from attnmt.serve.engine import (
+    BatchKey,
+    ExploreItem,
+    Item,
+    ServedModel,
+    decode_batch,
+    load_models,
+    sentence_costs,
+    served_model,
+)
 from attnmt.serve.errors import ApiError, BodyLimitMiddleware, install_error_handlers
 from attnmt.serve.schema import (
     ErrorResponse,
+    ExploreRequest,
+    ExploreResponse,
     HealthResponse,
     Limits,
     ModelsResponse,
@@ -100,7 +111,7 @@ def create_app(models: Mapping[str, Translator | str | Path], *, max_batch_size:
 
 def _add_routes(app: FastAPI, served: dict[str, ServedModel], default_model: str, limits: Limits,
                 batcher: DynamicBatcher, started: float) -> None:
-    """GET /health, GET /models, POST /translate and the page at /."""
+    """GET /health, GET /models, POST /translate, POST /explore and the page at /."""
 
     @app.get("/health", response_model=HealthResponse, tags=["service"])
     async def health() -> HealthResponse:
@@ -135,6 +146,24 @@ def _add_routes(app: FastAPI, served: dict[str, ServedModel], default_model: str
                         batch_requests=info.batch_jobs, batches=info.batches)
         return TranslateResponse(model=model.name, translations=translations, timing=timing)
 
+    @app.post("/explore", response_model=ExploreResponse, responses=ERROR_RESPONSES, tags=["translate"])
+    async def explore(request: ExploreRequest) -> ExploreResponse:
+        """One sentence's decoding step by step, as the page's explorer shows it: per decoder step the top-k
+        next pieces and the attention (every layer and head of a Transformer; e_ij and c_i of an RNN attention
+        model), and the beam search tree. `prefix` or `prefix_tokens` force the start of the translation ("what
+        if"). Decoded on its own, through the same bounded queue as /translate (503 with Retry-After when full)."""
+        t0 = time.perf_counter()
+        model, key, item, cost = _explore_job(request, served, default_model, limits)
+        try:
+            records, info = await batcher.submit(key, [item], [cost])
+        except QueueFull as e:
+            raise ApiError(503, None, str(e), headers={"Retry-After": str(e.retry_after_s)}) from None
+        except UserError as e:
+            raise ApiError(422, None, str(e)) from None
+        timing = Timing(queue_ms=_ms(info.queue_s), decode_ms=_ms(info.run_s), total_ms=_ms(time.perf_counter() - t0),
+                        batch_size=info.batch_items, batch_requests=info.batch_jobs, batches=info.batches)
+        return ExploreResponse(model=model.name, record=records[0], timing=timing)
+
     @app.get("/", include_in_schema=False)
     async def index() -> FileResponse:
         return FileResponse(STATIC_DIR / "index.html", media_type="text/html; charset=utf-8")
@@ -167,6 +196,40 @@ def _resolve(request: TranslateRequest, served: Mapping[str, ServedModel], defau
     job = next(_SAMPLING_JOBS) if sampling is not None else 0  # a sampling request is decoded on its own
     return model, texts, BatchKey(model.name, beam, request.n_best, min_len, no_repeat_ngram, sampling, job,
                                   *_penalties(request, model, sampling))
+
+
+def _explore_job(request: ExploreRequest, served: Mapping[str, ServedModel], default_model: str,
+                 limits: Limits) -> tuple[ServedModel, BatchKey, ExploreItem, int]:
+    """The checks of an explore request that need the served models and the limits; its job and cost."""
+    if request.model is not None and request.model not in served:
+        raise ApiError(404, "model", f"unknown model {request.model!r}; available: {', '.join(served)}")
+    model = served[request.model or default_model]
+    for field, text in (("text", request.text), ("prefix", request.prefix or "")):
+        if len(text) > limits.max_text_chars:
+            raise ApiError(422, field, f"the {field} has {len(text)} characters; at most {limits.max_text_chars} "
+                                       "are allowed")
+    beam = model.info.default_beam if request.beam is None else request.beam
+    if beam > limits.max_beam:
+        raise ApiError(422, "beam", f"beam={beam} is too large; allowed: 1 to {limits.max_beam}")
+    if request.prefix is not None and request.prefix_tokens is not None:
+        raise ApiError(422, "prefix_tokens", "give the forced start once: as text (prefix) or as pieces "
+                                             "(prefix_tokens), not both")
+    vocab = model.translator.tgt.vocab
+    specials = set(vocab.tokens[:4])
+    for i, piece in enumerate(request.prefix_tokens or []):
+        if piece in specials or piece not in vocab:
+            raise ApiError(422, f"prefix_tokens[{i}]", f"{piece[:40]!r} is not a piece model {model.name!r} can "
+                                                       "output; use pieces of its output or top_k lists")
+    if model.translator.members is not None:
+        raise ApiError(422, "model", f"model {model.name!r} is an ensemble; explore reads one model's attention")
+    # the search and the teacher-forced pass that reads each step: twice a translation's cost
+    cost = 2 * sentence_costs(model.translator, [request.text], beam, 1)[0]
+    if cost > limits.max_queue_cost:
+        raise ApiError(422, "text", f"the request's cost is {cost:,}; this server takes at most "
+                                    f"{limits.max_queue_cost:,} at a time: send a shorter sentence or a smaller beam")
+    key = BatchKey(model.name, beam, 1, job=next(_SAMPLING_JOBS), explore=True)
+    prefix_tokens = tuple(request.prefix_tokens) if request.prefix_tokens is not None else None
+    return model, key, ExploreItem(request.text, request.prefix, prefix_tokens, request.top_k), cost
 
 
 def _search(request: TranslateRequest, model: ServedModel, limits: Limits) -> tuple[int, Sampling | None]:

@@ -17,14 +17,15 @@ import torch
 
 from attnmt.align import align_translations
 from attnmt.errors import UserError
+from attnmt.explore import explore
 from attnmt.forced import forced_batches
 from attnmt.sampling import Sampling
 from attnmt.serve.schema import Hypothesis, ModelInfo, Translation
 from attnmt.translator import Translation as TranslatorOutput
 from attnmt.translator import Translator
 
-__all__ = ["BatchKey", "Item", "ServedModel", "decode_batch", "load_models", "parse_model_spec", "sentence_costs",
-           "served_model"]
+__all__ = ["BatchKey", "ExploreItem", "Item", "ServedModel", "decode_batch", "load_models", "parse_model_spec",
+           "sentence_costs", "served_model"]
 
 # Attention weights are sent rounded: 4 decimals are more than a heatmap can show and keep the JSON small.
 ATTENTION_DECIMALS = 4
@@ -58,6 +59,7 @@ class BatchKey(NamedTuple):
     job: int = 0
     length_penalty: float = 1.0
     coverage_penalty: float = 0.0
+    explore: bool = False  # explore records (ExploreItem), each request decoded on its own (its own job)
 
 
 class Item(NamedTuple):
@@ -67,6 +69,15 @@ class Item(NamedTuple):
     attention: bool
     heads: bool
     alignment: str | None = None  # the extraction method, when the request wants word links
+
+
+class ExploreItem(NamedTuple):
+    """The sentence of an explore request, with its forced prefix and how many next pieces to list."""
+
+    text: str
+    prefix: str | None = None
+    prefix_tokens: tuple[str, ...] | None = None
+    top_k: int = 10
 
 
 def parse_model_spec(spec: str) -> tuple[str, Path]:
@@ -153,9 +164,15 @@ def sentence_costs(translator: Translator, texts: list[str], beam: int, n_best: 
     return [beam * n_best * (len(translator.src.tokens(text)) + 1) for text in texts]
 
 
-def decode_batch(models: Mapping[str, ServedModel], key: BatchKey, items: list[Item]) -> list[Translation]:
-    """Translate a batch of sentences that share the decoding settings of ``key`` (the batcher's run_batch)."""
+def decode_batch(models: Mapping[str, ServedModel], key: BatchKey,
+                 items: list[Item] | list[ExploreItem]) -> list[Translation] | list[dict]:
+    """Translate a batch of sentences that share the decoding settings of ``key`` (the batcher's run_batch);
+    for an explore key, the explore record of each ExploreItem (:func:`attnmt.explore.explore`)."""
     translator = models[key.model].translator
+    if key.explore:
+        return [explore(translator, item.text, beam=key.beam, prefix=item.prefix, top_k=item.top_k, name=key.model,
+                        prefix_tokens=None if item.prefix_tokens is None else list(item.prefix_tokens))
+                for item in items]
     outputs = translator.translate([item.text for item in items], beam=None if key.sampling else key.beam,
                                    n_best=key.n_best, min_len=key.min_len, no_repeat_ngram=key.no_repeat_ngram,
                                    sampling=key.sampling, length_penalty=key.length_penalty,

@@ -113,7 +113,7 @@ class BodyLimitMiddleware:
                                             "shorter texts")
         headers = dict(scope.get("headers") or [])
         length = headers.get(b"content-length", b"").decode("latin-1")
-        if length.isdigit() and int(length) > self.max_bytes:
+        if length.isascii() and length.isdigit() and int(length) > self.max_bytes:
             await too_large(scope, receive, send)
             return
         chunks: list[bytes] = []

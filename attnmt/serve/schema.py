@@ -9,7 +9,7 @@ names the field instead of a silently ignored option. Limits that the server ope
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
@@ -19,6 +19,8 @@ from attnmt.sampling import MAX_SEED, MAX_TEMPERATURE, MIN_TEMPERATURE
 # vocabulary, and small enough for every integer type decoding puts them in.
 MAX_OUTPUT_TOKENS = 10_000
 MAX_TOP_K = 1_000_000
+MAX_EXPLORE_TOP_K = 50  # attnmt.explore.MAX_TOP_K
+MAX_PREFIX_TOKENS = 1_000
 
 
 def _not_blank(text: str) -> str:
@@ -155,6 +157,32 @@ class Timing(BaseModel):
 class TranslateResponse(BaseModel):
     model: str
     translations: list[Translation] = Field(description="one per input sentence, in input order")
+    timing: Timing
+
+
+class ExploreRequest(BaseModel):
+    """POST /explore: one sentence's decoding step by step (docs/explore.md)."""
+
+    model_config = ConfigDict(strict=True, extra="forbid",
+                              json_schema_extra={"examples": [{"text": "the cat sleeps", "beam": 5},
+                                                              {"text": "the cat sleeps", "prefix_tokens": ["le"]}]})
+
+    text: SourceText = Field(description="one sentence")
+    model: Optional[str] = Field(None, description="a name from GET /models; default: the first model")
+    beam: Optional[int] = Field(None, ge=1, description="beam size; 1 is greedy search; default: the model's")
+    prefix: Optional[str] = Field(None, description="force the translation to start with this text (the target "
+                                                    "language's); the rest is the best continuation")
+    prefix_tokens: Optional[list[str]] = Field(None, max_length=MAX_PREFIX_TOKENS,
+                                               description="the forced start as target pieces, e.g. the outputs of "
+                                                           "the steps before one and a piece of its top_k")
+    top_k: int = Field(10, ge=1, le=MAX_EXPLORE_TOP_K, description="next pieces listed per decoder step")
+
+
+class ExploreResponse(BaseModel):
+    model: str
+    record: dict[str, Any] = Field(description="the explore record: source and output as pieces and words, per "
+                                               "decoder step the top-k next pieces and the attention row, the "
+                                               "beam search tree (docs/explore.md)")
     timing: Timing
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attnmt.errors import UserError
+from attnmt.model_folder import make_folder
 from attnmt.models.registry import model_class
 from attnmt.study.aggregate import aggregate, diagonal_baselines
 from attnmt.study.data import StudyData, prepare_data
@@ -136,7 +137,7 @@ def execute_study(study: Study, out: Path, retrain: bool = False, jobs: int = 1,
     """Write the study's data into ``out``, then train (what is missing) and measure every run."""
     say = say or (lambda *a: None)
     started = time.perf_counter()
-    out.mkdir(parents=True, exist_ok=True)
+    make_folder(out, "study folder")
     trainer, train_out = training_study(study, out)
     data = prepare_data(trainer, train_out)
     training_fingerprint = data.training_fingerprint

@@ -10,7 +10,8 @@
 const ATTEND_RATIO = 0.5;
 
 const $ = (id) => document.getElementById(id);
-const state = { models: [], limits: null, translation: null, requestId: 0 };
+const state = { models: [], limits: null, translation: null, requestId: 0, export: null };
+const EXPLORE_TOP_K = 10;
 
 // ----------------------------------------------------------------------------------------- API
 
@@ -81,6 +82,8 @@ function updateBeam() {
 }
 
 async function init() {
+  const embedded = document.getElementById("attnmt-export");
+  if (embedded) return initExport(JSON.parse(embedded.textContent));
   try {
     const data = await api("/models");
     state.models = data.models;
@@ -99,6 +102,7 @@ async function init() {
     $("beam").value = String(selectedModel().default_beam);
     updateBeam();
     showModelInfo();
+    if ($("source").value.trim()) translate();
   });
   $("beam").addEventListener("input", updateBeam);
   $("examples").addEventListener("change", () => {
@@ -118,7 +122,87 @@ async function init() {
   });
   $("layer").addEventListener("change", drawAttention);
   $("head").addEventListener("change", drawAttention);
+  exploreInit(serverProvider());
+  // never an empty page: the first example is translated at once
+  const first = (selectedModel().examples || [])[0];
+  if (first && !$("source").value) {
+    $("source").value = first;
+    translate();
+  }
   document.body.dataset.ready = "true";  // for tests: the controls are filled in
+}
+
+// Records from the server: POST /explore, at the form's beam for the model on show.
+function serverProvider() {
+  return {
+    mode: "server",
+    explore: async (text, model, prefixTokens) => {
+      const m = state.models.find((x) => x.name === model);
+      const body = { text, model, top_k: EXPLORE_TOP_K };
+      if (model === selectedModel().name) body.beam = Number($("beam").value);
+      else if (m) body.beam = Math.min(m.default_beam, state.limits.max_beam);
+      if (prefixTokens) body.prefix_tokens = prefixTokens;
+      return (await api("/explore", body)).record;
+    },
+    models: () => state.models.map((m) => ({ name: m.name, type: m.model_type, has_attention: m.has_attention })),
+    // the models' example sentences and the sentence on show, short to long
+    compareSet: () => byLength([$("source").value.trim(), ...state.models.flatMap((m) => m.examples || [])]),
+  };
+}
+
+function byLength(texts) {
+  const words = (s) => s.split(/\s+/).filter(Boolean).length;
+  return [...new Set(texts.filter((s) => s && s.trim()))].sort((a, b) => words(a) - words(b) || a.localeCompare(b));
+}
+
+// ------------------------------------------------------------------------------ exported file
+
+// A file written by `attnmt explore --export`: the records are in the page; nothing is fetched.
+function initExport(data) {
+  state.export = data;
+  document.body.classList.add("exported");
+  $("server-input").hidden = true;
+  $("export-input").hidden = false;
+  $("footer-api").hidden = true;
+  $("footer-export").hidden = false;
+  for (const e of document.querySelectorAll(".server-only")) e.hidden = true;
+  for (const m of data.models) $("model").appendChild(option(m.name, `${m.name} (${m.type})`));
+  data.sentences.forEach((s, k) => $("export-sentence").appendChild(option(k, s.source)));
+  const show = () => {
+    const sentence = data.sentences[Number($("export-sentence").value)];
+    const record = sentence && sentence.records[$("model").value];
+    if (!record) return;
+    render(recordAsTranslation(record));
+    exploreShow(record);
+  };
+  $("model").addEventListener("change", show);
+  $("export-sentence").addEventListener("change", show);
+  $("layer").addEventListener("change", drawAttention);
+  $("head").addEventListener("change", drawAttention);
+  exploreInit({
+    mode: "export",
+    explore: async (text, model) => {
+      const sentence = data.sentences.find((s) => s.source === text);
+      if (!sentence || !sentence.records[model]) throw new Error(t("wi_needs_server"));
+      return sentence.records[model];
+    },
+    models: () => data.models,
+    compareSet: () => data.sentences.map((s) => s.source),
+  });
+  show();
+  document.body.dataset.ready = "true";
+}
+
+// A record in the shape of POST /translate's answer, for the translation panel.
+function recordAsTranslation(record) {
+  const att = record.attention;
+  const tr = {
+    source: record.source.text, text: record.output.text, src_tokens: record.source.pieces,
+    tgt_tokens: record.output.pieces, score: record.output.score, attention: att ? att.pieces.mean : null,
+    attention_heads: att ? att.pieces.layers : null, alignment: null,
+    n_best: [{ text: record.output.text, score: record.output.score }],
+  };
+  return { model: record.model.name, translations: [tr], timing: null };
 }
 
 function showError(message) {
@@ -131,7 +215,7 @@ function showError(message) {
 async function translate() {
   const text = $("source").value;
   if (!text.trim()) {
-    showError("Type a sentence to translate.");
+    showError(t("type_sentence"));
     return;
   }
   const model = selectedModel();
@@ -147,6 +231,8 @@ async function translate() {
   };
   const id = ++state.requestId;  // a slower earlier answer must not overwrite a later one
   $("translate").disabled = true;
+  const explored = ex.provider.explore(text, model.name, null);
+  explored.catch(() => {});  // reported below, once
   try {
     const result = await api("/translate", body);
     if (id !== state.requestId) return;
@@ -154,19 +240,28 @@ async function translate() {
     render(result);
   } catch (e) {
     if (id === state.requestId) showError(e.message);
+    return;
   } finally {
     if (id === state.requestId) $("translate").disabled = false;
+  }
+  try {
+    const record = await explored;
+    if (id === state.requestId) exploreShow(record);
+  } catch (e) {  // the translation stands; the explorer, which would show another sentence, is hidden
+    if (id !== state.requestId) return;
+    $("explorer").hidden = true;
+    showError(e.message);
   }
 }
 
 function render(result) {
   const tr = result.translations[0];
   state.translation = tr;
-  $("translation").textContent = tr.text || "(empty translation)";
-  const t = result.timing;
-  $("timing").textContent =
-    `${result.model} \u00b7 ${t.total_ms.toFixed(1)} ms in the server \u00b7 decoded in a batch of ` +
-    `${t.batch_size} sentence(s) from ${t.batch_requests} request(s)`;
+  $("translation").textContent = tr.text || t("empty");
+  const timing = result.timing;
+  $("timing").textContent = !timing ? "" :
+    `${result.model} \u00b7 ${timing.total_ms.toFixed(1)} ms in the server \u00b7 decoded in a batch of ` +
+    `${timing.batch_size} sentence(s) from ${timing.batch_requests} request(s)`;
 
   const list = $("n-best-list");
   list.replaceChildren();

@@ -1,0 +1,221 @@
+// The page's text in English and Chinese. Static text carries data-i18n="key" (textContent),
+// data-i18n-placeholder or data-i18n-title; text made by the scripts calls t(key, values).
+// The language is the browser's by default (navigator.language "zh..." -> Chinese), and the switch at
+// the top changes it; the choice is kept in localStorage where the page may use it.
+"use strict";
+
+const STRINGS = {
+  en: {
+    language: "Language",
+    tagline: "Translate a sentence and see what the model looked at.",
+    source: "Source sentence",
+    placeholder: "Type a sentence; Enter translates, Shift+Enter adds a line",
+    examples: "Examples from the model's held-out data",
+    choose: "choose one…",
+    sentence: "Sentence",
+    model: "Model",
+    beam: "Beam",
+    nbest: "N-best",
+    links: "Links",
+    links_title: "how attention becomes word links (docs/alignment.md)",
+    translate: "Translate",
+    translation: "Translation",
+    alignment: "Word alignment",
+    alignment_help: "Links read off the attention; hover a word to mark the words it is aligned with.",
+    side_source: "source",
+    side_target: "target",
+    attention: "Attention",
+    attention_help: "Hover a target word to see the source words it attends to, a source word to see the target " +
+      "words attending to it, or a cell for its weight.",
+    cross_of: "Cross-attention of",
+    nbest_list: "N-best list",
+    explorer: "Watch the decoder",
+    show: "Show",
+    words: "words",
+    pieces: "pieces",
+    tab_steps: "Step by step",
+    tab_beam: "Beam search",
+    tab_whatif: "What if",
+    tab_compare: "Seq2seq vs attention",
+    tab_heads: "Heads",
+    steps_help: "The decoder writes one word per step. At each step it compares its state with every source word " +
+      "(the scores e), turns the scores into weights α that sum to 1, and reads the source through them " +
+      "(the context c). Move the slider or press play.",
+    play: "Play",
+    pause: "Pause",
+    step_of: "step {i} of {n}",
+    query: "Step {i} reads “{input}” and writes “{output}” (p = {p})",
+    forced: "forced",
+    alpha_title: "Attention α over the source",
+    topk_title: "Most likely next words",
+    heatmap_title: "All steps (the lit row is this step)",
+    no_attention: "No attention: the whole source is squeezed into one fixed vector, read at every step.",
+    eq_title: "For “{word}” (click a bar to choose another source word):",
+    eq_formula: "e = a(s, h), the score of the decoder's state s against the word's annotation h; " +
+      "α = exp(e) / Σ exp(e) over all source words",
+    eq_e: "e = {e}",
+    eq_alpha: "α = {alpha}",
+    eq_h: "h: |h| = {norm}, first components [{head}]",
+    eq_c: "c = Σ α h over all source words: |c| = {norm}, first components [{head}]",
+    beam_help: "Beam search keeps the best hypotheses at each step. Each column is a step; boxes are the words " +
+      "tried, with their log probability so far.",
+    show_pruned: "show pruned",
+    kept: "kept",
+    finished: "finished",
+    pruned: "pruned",
+    best_path: "the translation",
+    beam_info: "beam {size}: {kept} hypotheses kept, {finished} finished, {pruned} pruned",
+    no_beam: "This record has no beam search tree.",
+    whatif_help: "Click a word of the translation, then choose another word for that place: the rest is decoded " +
+      "again with everything up to it forced.",
+    wi_prompt: "Instead of “{word}” at step {i}:",
+    wi_pick: "Click a word of the translation above.",
+    wi_needs_server: "not precomputed in this file; it needs the server (attnmt serve)",
+    wi_loading: "decoding…",
+    wi_offline: "The greyed words were not decoded in advance in this file; the server (attnmt serve) decodes any.",
+    before: "Before",
+    after: "After",
+    compare_help: "The same sentence translated by a model that squeezes the source into one fixed vector " +
+      "(seq2seq) and by one with attention (RNNsearch). Move to longer sentences and watch the fixed vector lose " +
+      "the words.",
+    length: "Sentence",
+    words_count: "{n} words",
+    left: "Left",
+    right: "Right",
+    cmp_one_model: "Start the server with two models (seq2seq and rnnsearch) to compare them.",
+    score: "score {s}",
+    heads_none: "This model has one attention per step; a Transformer has several layers of several heads each.",
+    layer: "Layer",
+    head: "Head",
+    layer_n: "layer {n}",
+    head_n: "head {n}",
+    mean_heads: "mean of heads",
+    all_heads: "All heads of this layer (click one)",
+    footer_export: "A file written by attnmt explore --export: the data is inside it, no server is needed.",
+    empty: "(empty translation)",
+    type_sentence: "Type a sentence to translate.",
+  },
+  zh: {
+    language: "语言",
+    tagline: "翻译一个句子，看看模型关注了什么。",
+    source: "源语句子",
+    placeholder: "输入一个句子；回车翻译，Shift+回车换行",
+    examples: "模型留出数据中的例句",
+    choose: "选一个…",
+    sentence: "句子",
+    model: "模型",
+    beam: "束宽",
+    nbest: "N 最佳",
+    links: "词对齐方法",
+    links_title: "怎样从注意力得到词对齐（docs/alignment.md）",
+    translate: "翻译",
+    translation: "译文",
+    alignment: "词对齐",
+    alignment_help: "从注意力读出的词对齐；把鼠标放在一个词上，与它对齐的词会被标出。",
+    side_source: "源语",
+    side_target: "译文",
+    attention: "注意力",
+    attention_help: "鼠标放在译文的词上，看它关注哪些源语词；放在源语的词上，看哪些译文词关注它；放在格子上，看它的权重。",
+    cross_of: "交叉注意力：",
+    nbest_list: "N 最佳列表",
+    explorer: "看解码器如何工作",
+    show: "显示",
+    words: "词",
+    pieces: "子词",
+    tab_steps: "逐步解码",
+    tab_beam: "束搜索",
+    tab_whatif: "假如换一个词",
+    tab_compare: "seq2seq 与注意力",
+    tab_heads: "多头注意力",
+    steps_help: "解码器每一步写出一个词。每一步它把自己的状态与每个源语词比较（得分 e），把得分变成和为 1 的权重 α，再按这些权重读取源语（上下文向量 c）。拖动滑块或按播放。",
+    play: "播放",
+    pause: "暂停",
+    step_of: "第 {i} 步，共 {n} 步",
+    query: "第 {i} 步读入“{input}”，写出“{output}”（p = {p}）",
+    forced: "已固定",
+    alpha_title: "对源语的注意力 α",
+    topk_title: "最可能的下一个词",
+    heatmap_title: "所有步骤（亮的一行是这一步）",
+    no_attention: "没有注意力：整个源句被压缩成一个固定向量，每一步都读同一个向量。",
+    eq_title: "对“{word}”（点击柱子可选别的源语词）：",
+    eq_formula: "e = a(s, h)：解码器状态 s 与该词的表示 h 的得分；α = exp(e) / Σ exp(e)，对所有源语词求和",
+    eq_e: "e = {e}",
+    eq_alpha: "α = {alpha}",
+    eq_h: "h：|h| = {norm}，前几个分量 [{head}]",
+    eq_c: "c = 对所有源语词的 Σ α h：|c| = {norm}，前几个分量 [{head}]",
+    beam_help: "束搜索在每一步保留最好的几个假设。每一列是一步；每个方框是试过的词及其到此为止的对数概率。",
+    show_pruned: "显示被剪除的",
+    kept: "保留",
+    finished: "完成",
+    pruned: "剪除",
+    best_path: "最终译文",
+    beam_info: "束宽 {size}：保留 {kept} 个假设，完成 {finished} 个，剪除 {pruned} 个",
+    no_beam: "这条记录没有束搜索树。",
+    whatif_help: "点击译文中的一个词，再为这个位置选另一个词：模型固定到它为止的前缀，重新解码其余部分。",
+    wi_prompt: "第 {i} 步不用“{word}”，改用：",
+    wi_pick: "点击上面译文中的一个词。",
+    wi_needs_server: "这个文件里没有预先算好；需要服务器（attnmt serve）",
+    wi_loading: "解码中…",
+    wi_offline: "灰色的词没有在这个文件里预先解码；服务器（attnmt serve）可以解码任何一个。",
+    before: "之前",
+    after: "之后",
+    compare_help: "同一个句子分别由把源句压缩成一个固定向量的模型（seq2seq）和有注意力的模型（RNNsearch）翻译。换成更长的句子，看固定向量怎样丢词。",
+    length: "句子",
+    words_count: "{n} 个词",
+    left: "左",
+    right: "右",
+    cmp_one_model: "用两个模型（seq2seq 和 rnnsearch）启动服务器才能对比。",
+    score: "得分 {s}",
+    heads_none: "这个模型每一步只有一个注意力；Transformer 有多层，每层有多个头。",
+    layer: "层",
+    head: "头",
+    layer_n: "第 {n} 层",
+    head_n: "第 {n} 个头",
+    mean_heads: "各头平均",
+    all_heads: "本层所有的头（点击一个）",
+    footer_export: "由 attnmt explore --export 生成的文件：数据都在文件里，不需要服务器。",
+    empty: "（空译文）",
+    type_sentence: "请输入要翻译的句子。",
+  },
+};
+
+const i18n = { lang: "en", listeners: [] };
+
+function browserLanguage() {
+  let saved = null;
+  try {
+    saved = window.localStorage.getItem("attnmt-lang");
+  } catch (e) { /* storage may be off (file://, privacy settings): the browser's language decides */ }
+  if (saved && STRINGS[saved]) return saved;
+  const langs = navigator.languages && navigator.languages.length ? navigator.languages : [navigator.language || "en"];
+  return String(langs[0]).toLowerCase().startsWith("zh") ? "zh" : "en";
+}
+
+// t("step_of", {i: 2, n: 7}) -> "step 2 of 7"
+function t(key, values) {
+  const text = (STRINGS[i18n.lang] && STRINGS[i18n.lang][key]) || STRINGS.en[key] || key;
+  return values ? text.replace(/\{(\w+)\}/g, (m, name) => (name in values ? String(values[name]) : m)) : text;
+}
+
+function setLanguage(lang) {
+  i18n.lang = STRINGS[lang] ? lang : "en";
+  document.documentElement.lang = i18n.lang === "zh" ? "zh-CN" : "en";
+  for (const el of document.querySelectorAll("[data-i18n]")) el.textContent = t(el.dataset.i18n);
+  for (const el of document.querySelectorAll("[data-i18n-placeholder]")) el.placeholder = t(el.dataset.i18nPlaceholder);
+  for (const el of document.querySelectorAll("[data-i18n-title]")) el.title = t(el.dataset.i18nTitle);
+  document.getElementById("lang").value = i18n.lang;
+  for (const listener of i18n.listeners) listener();
+}
+
+// Scripts whose text depends on the language redraw through this.
+function onLanguage(listener) {
+  i18n.listeners.push(listener);
+}
+
+document.getElementById("lang").addEventListener("change", (event) => {
+  try {
+    window.localStorage.setItem("attnmt-lang", event.target.value);
+  } catch (e) { /* not kept: fine */ }
+  setLanguage(event.target.value);
+});
+setLanguage(browserLanguage());
