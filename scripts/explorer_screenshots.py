@@ -2,13 +2,14 @@
 
     attnmt demo --quick --out /tmp/demo          # the seq2seq and rnnsearch models, 1-2 minutes
     python scripts/explorer_screenshots.py --seq2seq /tmp/demo/models/seq2seq/seed1 \\
-        --rnnsearch /tmp/demo/models/rnnsearch/seed1 [--transformer DIR]
+        --rnnsearch /tmp/demo/models/rnnsearch/seed1 --transformer /tmp/demo/models/transformer
 
 It starts `attnmt serve` with the models on a free loopback port and drives Debian's chromium (headless,
 Playwright for Python) as a user would: step by step at a middle step of a 10-word sentence, the beam tree of
 a beam of 5 on a sentence of about 20 words, a what-if choice, the two models side by side on a 16-word
-sentence, the heads of a Transformer (only with --transformer; otherwise explore_heads.png is
-left as it is) and the step view in Chinese. The sentences are the rnnsearch model's held-out sentences.
+sentence, the heads of a Transformer (with --transformer DIR: trained there on the same data when DIR
+holds no model, about a minute; without it explore_heads.png is left as it is) and the step view in
+Chinese. The sentences are the rnnsearch model's held-out sentences.
 
 A maintainer's tool, not part of the package: tests/test_browser_explorer.py checks the views themselves
 (its screenshots stay in its tmp folder).
@@ -24,9 +25,12 @@ import time
 from pathlib import Path
 
 import httpx
+import yaml
 from playwright.sync_api import sync_playwright
 
+from attnmt.config import config_from_dict
 from attnmt.serve.export import length_examples
+from attnmt.train import train
 from attnmt.translator import load
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,6 +38,23 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
 WIDTH, HEIGHT = 1100, 1000
+# the heads view's model: a small Transformer on the rnnsearch model's data (about a minute on 2 CPU cores)
+TRANSFORMER = {"type": "transformer", "enc_layers": 2, "dec_layers": 2, "dropout": 0.1, "d_model": 64, "n_heads": 4,
+               "ff_size": 256}
+TRANSFORMER_TRAIN = {"max_steps": 1200, "lr": 0.002, "warmup_steps": 100}
+
+
+def train_transformer(rnnsearch: Path, directory: Path) -> Path:
+    """A Transformer trained on the data of ``rnnsearch`` into ``directory``, unless one is there already."""
+    if (directory / "checkpoints" / "best.pt").is_file():
+        return directory
+    raw = yaml.safe_load((rnnsearch / "config.yaml").read_text(encoding="utf-8"))
+    raw["name"] = "explorer-transformer"
+    raw["model"] = dict(TRANSFORMER)
+    raw["train"].update(TRANSFORMER_TRAIN)
+    print(f"training a Transformer into {directory} (about a minute)")
+    train(config_from_dict(raw, base_dir=rnnsearch), directory, quiet=True)
+    return directory
 
 
 def free_port() -> int:
@@ -155,15 +176,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seq2seq", type=Path, required=True, help="a trained seq2seq model folder")
     parser.add_argument("--rnnsearch", type=Path, required=True, help="a trained rnnsearch model folder "
                         "(of the same data; its held-out sentences are shown)")
-    parser.add_argument("--transformer", type=Path, help="a trained Transformer model folder, for the heads view "
-                        "(without it, explore_heads.png is not written)")
+    parser.add_argument("--transformer", type=Path, help="a Transformer model folder for the heads view; trained "
+                        "there on the rnnsearch model's data when it holds none (without --transformer, "
+                        "explore_heads.png is not written)")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "img", help="where the PNGs go (default: docs/img)")
     args = parser.parse_args(argv)
     if not CHROMIUM.exists():
         raise SystemExit(f"{CHROMIUM} is missing: apt-get install -y chromium fonts-noto-cjk")
     models = {"rnnsearch": args.rnnsearch, "seq2seq": args.seq2seq}
     if args.transformer:
-        models["transformer"] = args.transformer
+        models["transformer"] = train_transformer(args.rnnsearch, args.transformer)
     pool = length_examples(load(args.rnnsearch), n=400)
     args.out.mkdir(parents=True, exist_ok=True)
     port = free_port()
