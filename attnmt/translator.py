@@ -3,55 +3,34 @@
 from __future__ import annotations
 
 import typing
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import torch
 from torch import nn
 
 from attnmt.checkpoint import checkpoint_path, load_checkpoint, load_weights
-from attnmt.config import STOPPING_RULES, Config, load_config
-from attnmt.data.batching import collate, token_batches
+from attnmt.config import Config
+from attnmt.data.batching import collate
 from attnmt.data.dataset import TextProcessor, load_processors
-from attnmt.errors import UserError, closest
+from attnmt.errors import UserError
 from attnmt.forced import eval_mode
 from attnmt.models import build_model
 from attnmt.parallel import map_in_processes
 from attnmt.search import beam_search, greedy_search
+from attnmt.translation import (
+    SentenceTooLong,
+    Translation,
+    check_decoding,
+    decoding_batches,
+    model_config,
+    sentence_list,
+)
 
 if typing.TYPE_CHECKING:
     from attnmt.sampling import Sampling
 
 
 MAX_SOURCE_TOKENS = 512  # the CLI's limit: beam search time grows with the cube of the sentence length
-
-
-class SentenceTooLong(UserError):
-    """A source sentence with more tokens than a translator accepts; `at(path)` names the file and line."""
-
-    def __init__(self, index: int, tokens: int, limit: int, where: str | None = None):
-        self.index, self.tokens, self.limit = index, tokens, limit
-        super().__init__(f"{where or f'sentence {index + 1}'} has {tokens:,} tokens, more than the {limit:,} this "
-                         "translator accepts; split long lines into sentences")
-
-    def at(self, path: str | Path) -> "SentenceTooLong":
-        return SentenceTooLong(self.index, self.tokens, self.limit, f"{path}:{self.index + 1}")
-
-
-@dataclass
-class Translation:
-    """One source sentence's best translation, with what the model looked at."""
-
-    source: str
-    text: str
-    src_tokens: list[str]
-    tgt_tokens: list[str]  # the output tokens, without </s>
-    attention: np.ndarray | None  # [len(tgt_tokens) + 1, len(src_tokens)]: one row per output token and </s>
-    score: float
-    n_best: list["Translation"] = field(default_factory=list)  # all hypotheses, best first (incl. this one)
-    # Word links (0-based source word, output word) when asked for (attnmt.align.align_translations)
-    alignment: set[tuple[int, int]] | None = None
 
 
 class Translator:
@@ -81,6 +60,10 @@ class Translator:
         """Whether the model's attention has layers and heads to choose from (the Transformer's)."""
         return bool(getattr(self.model, "has_heads", False))
 
+    def parameter_count(self) -> int:
+        """The model's trained parameters (GET /models)."""
+        return sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+
     @torch.inference_mode()
     def translate(self, sentences: str | list[str], beam: int | None = None, n_best: int = 1,
                   length_penalty: float | None = None, batch_tokens: int = 2000, batch_size: int | None = None,
@@ -106,14 +89,14 @@ class Translator:
         a list with a str or None per sentence for a list); the rest is the best continuation found
         (:mod:`attnmt.constraints`). :meth:`explore` shows a sentence's decoding step by step.
         """
-        single, sentences = isinstance(sentences, str), _sentence_list(sentences)
+        single, sentences = isinstance(sentences, str), sentence_list(sentences)
         d = self.config.decode
         extra = self._extra_settings(beam, n_best, min_len, no_repeat_ngram, max_len, sampling)
         extra["coverage_penalty"] = self.coverage_beta(coverage_penalty, sampling)
         beam = n_best if sampling is not None else d.beam if beam is None else beam
         length_penalty = d.length_penalty if length_penalty is None else length_penalty
         stopping = d.stopping if stopping is None else stopping
-        _check_decoding(beam, n_best, workers, stopping)  # before any worker starts
+        check_decoding(beam, n_best, workers, stopping)  # before any worker starts
         src_tokens = [self.src.tokens(s) for s in sentences]
         # An empty line still gets a translation (of nothing): keep line counts equal.
         src_ids = [self.src.vocab.encode(toks) for toks in src_tokens]
@@ -121,7 +104,7 @@ class Translator:
         self._check_lengths(src_ids)
         results: list[Translation | None] = [
             None if ids else Translation(sentence, "", [], [], None, 0.0) for sentence, ids in zip(sentences, src_ids)]
-        batches = _decoding_batches(src_ids, batch_tokens, d.batch_size if batch_size is None else batch_size)
+        batches = decoding_batches(src_ids, batch_tokens, d.batch_size if batch_size is None else batch_size)
         search = dict(beam_size=beam, n_best=n_best, length_penalty=length_penalty, max_len_a=d.max_len_a,
                       max_len_b=d.max_len_b, stopping=stopping, **extra)
 
@@ -231,67 +214,32 @@ class Translator:
                            attention, float(hyp.score))
 
 
-def _sentence_list(sentences) -> list[str]:
-    """``sentences`` as a list of str: one str becomes a list of one; anything else is a TypeError that says
-    what to pass (a str is a sequence of characters: without this, each character would be translated)."""
-    if isinstance(sentences, str):
-        return [sentences]
-    if not isinstance(sentences, (list, tuple)):
-        raise TypeError(f"translate() takes a sentence (str) or a list of sentences, not {type(sentences).__name__}"
-                        + ("; decode the bytes first" if isinstance(sentences, (bytes, bytearray)) else
-                           "; pass list(...) of it" if hasattr(sentences, "__iter__") else ""))
-    for i, sentence in enumerate(sentences):
-        if not isinstance(sentence, str):
-            raise TypeError(f"translate(): sentence {i} is of type {type(sentence).__name__}, not str")
-    return list(sentences)
-
-
-def _check_decoding(beam: int, n_best: int, workers: int, stopping: str) -> None:
-    if not 1 <= beam <= 100:
-        raise UserError(f"beam={beam} is out of range; allowed: 1 to 100")
-    if not 1 <= n_best <= beam:
-        raise UserError(f"n_best={n_best} is out of range; allowed: 1 to the beam size ({beam})")
-    if workers < 1:
-        raise UserError(f"workers={workers} is out of range; allowed: 1 or more decoding processes")
-    if stopping not in STOPPING_RULES:
-        raise UserError(f"stopping={stopping!r} is not a stopping rule; allowed: {', '.join(STOPPING_RULES)}")
-
-
-def _decoding_batches(src_ids: list[list[int]], batch_tokens: int, max_sentences: int | None) -> list[list[int]]:
-    """Sentences of similar length together (empty ones left out), the longest batches first: worker
-    processes then finish together, not one of them with a long batch last."""
-    lengths = [max(len(ids), 1) for ids in src_ids]
-    batches = [nonempty for indices in token_batches(lengths, lengths, batch_tokens, shuffle=False, seed=0,
-                                                     epoch=0, max_sentences=max_sentences)
-               if (nonempty := [i for i in indices if src_ids[i]])]
-    batches.sort(key=lambda indices: -max(lengths[i] for i in indices))
-    return batches
-
-
-def model_config(model_dir: Path):
-    """The config.yaml of a model folder written by `attnmt train`; a UserError if there is none."""
-    if not model_dir.is_dir():
-        parent = model_dir.parent
-        names = [p.name for p in parent.iterdir() if p.is_dir()] if parent.is_dir() else []
-        near = closest(model_dir.name, names)
-        hint = (f"did you mean {parent / near}?" if near else
-                f"{parent} holds {', '.join(sorted(names)[:8])}" if names else
-                "pass the folder that `attnmt train` wrote")
-        raise UserError(f"no such folder: {model_dir}; {hint}")
-    if not (model_dir / "config.yaml").is_file():
-        raise UserError(f"{model_dir} is not an attnmt model folder (no config.yaml); pass the folder that "
-                        "`attnmt train` wrote")
-    return load_config(model_dir / "config.yaml")
-
-
-def load(model_dir: str | Path, checkpoint: str = "best", device: str = "cpu", int8: bool = False) -> Translator:
+def load(model_dir: str | Path, checkpoint: str = "best", device: str = "cpu", int8: bool = False,
+         threads: int | None = None, inter_threads: int = 1) -> Translator:
     """Load a trained model folder (as written by `attnmt train`) for translation.
 
     int8: decode with int8 matrix products (:func:`attnmt.models.int8.quantize_int8`; CPU only).
+    A folder written by ``attnmt export --format ctranslate2`` gives a :class:`attnmt.ct2.translator.CT2Translator`
+    (the same interface), decoding in ``threads`` threads per batch (default CTranslate2's) and ``inter_threads``
+    batches at a time; for a model folder, ``threads`` sets torch's threads.
     """
     if int8 and device != "cpu":
         raise UserError(f"int8 decoding runs on a CPU only, not on {device}; drop --int8 or use the CPU")
     model_dir = Path(model_dir)
+    from attnmt.ct2 import is_exported
+
+    if is_exported(model_dir):  # attnmt export --format ctranslate2
+        from attnmt.ct2.translator import load_exported
+
+        return load_exported(model_dir, checkpoint=checkpoint, device=device, int8=int8, intra_threads=threads or 0,
+                             inter_threads=inter_threads)
+    if inter_threads != 1:
+        raise UserError(f"--inter-threads {inter_threads} belongs to an exported (CTranslate2) model; for {model_dir} "
+                        "use --workers")
+    if threads is not None:
+        if threads < 1:
+            raise UserError(f"--threads {threads} is out of range; allowed: 1 or more")
+        torch.set_num_threads(threads)
     config = model_config(model_dir)
     src, tgt = load_processors(model_dir)
     path = checkpoint_path(model_dir, checkpoint)

@@ -292,6 +292,8 @@ CASES: list[Case] = [
          lambda ws: translate(ws.model, in_txt(ws), "--beam", "five")),
     Case("command line", "a required option left out (`evaluate` without `--ref`)",
          lambda ws: ["evaluate", "--model", str(ws.model), "--src", str(in_txt(ws))]),
+    Case("command line", "`attnmt export` of an RNN model (CTranslate2 runs Transformers only)",
+         lambda ws: ["export", str(ws.model), "--out", str(ws.folder())]),
     # --- training data ---------------------------------------------------------------------------
     Case("train data", "no training data in the config",
          lambda ws: ["train", str(ws.config("train:\n  max_steps: 2\n")), "--model-dir", str(ws.folder())]),

@@ -26,7 +26,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                                    "attnmt.beam_tree", "attnmt.explore", "attnmt.ensemble", "attnmt.forced",
                                    "attnmt.loss", "attnmt.guidance",
                                    "attnmt.accumulate", "attnmt.finetune", "attnmt.train", "attnmt.translator",
-                                   "attnmt.evaluate", "attnmt.interactive")),
+                                   "attnmt.evaluate", "attnmt.interactive", "attnmt.ct2", "attnmt.translation")),
     ("align, serve, study, viz", ("attnmt.align", "attnmt.serve", "attnmt.study", "attnmt.viz", "attnmt.demo")),
     ("cli", ("attnmt.cli", "attnmt.__main__")),
 ]

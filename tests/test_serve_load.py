@@ -89,6 +89,26 @@ def test_a_full_queue_answers_503_with_retry_after_and_admits_what_fits(tiny_mod
 
 
 @pytest.mark.timeout(120)
+def test_a_flood_is_shed_before_its_body_is_read(tiny_model, held):
+    """The admission bound (attnmt.serve.admission): with as many requests in the server as the queue's sentence
+    bound, the next translating request gets 503 + Retry-After without its body being parsed; pages stay up."""
+    app = create_app({"m": tiny_model}, limits=Limits(max_texts=2, max_queue_sentences=2))
+    with TestClient(app) as c, ThreadPoolExecutor(2) as pool:
+        first = pool.submit(c.post, "/translate", json={"text": SENTENCE})
+        assert held.started.wait(20)
+        second = pool.submit(c.post, "/translate", json={"text": SENTENCE})
+        wait_for(lambda: queued(c) == 2, "the second request to be queued")
+        r = c.post("/translate", content=b"{not json", headers={"content-type": "application/json"})
+        assert r.status_code == 503, r.text  # not 422: the body was never read
+        assert int(r.headers["Retry-After"]) >= 1
+        assert "2 requests are in it and at most 2 may be" in r.json()["error"]["message"]
+        assert c.get("/health").status_code == 200
+        held.release()
+        assert first.result(timeout=60).status_code == 200 and second.result(timeout=60).status_code == 200
+        assert c.post("/translate", json={"text": SENTENCE}).status_code == 200  # the slots are given back
+
+
+@pytest.mark.timeout(120)
 def test_the_queue_is_bounded_by_cost(tiny_model, held):
     # default beam 3: a 4-word sentence costs 3 x 1 x (4 + 1) = 15; two of them 30, within 40
     app = create_app({"m": tiny_model}, limits=Limits(max_queue_cost=40))

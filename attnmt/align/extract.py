@@ -272,6 +272,24 @@ def guided_head(config, layer: int | None, head: int | None) -> tuple[int | None
 
 
 @torch.inference_mode()
+def _forced_attention(translator, model, src_ids, tgt_ids, batch_tokens: int, layer, head, full_context: bool):
+    """(pair indices, their attention [B, T, S] as numpy) per batch of a teacher-forced pass over the pairs; an
+    exported model (:meth:`attnmt.ct2.translator.CT2Translator.forced_attention`) gives them all at once."""
+    from attnmt.forced import forced_batches
+
+    if model is None:
+        rows = translator.forced_attention(src_ids, tgt_ids)
+        alpha = np.zeros((len(rows), max((r.shape[0] for r in rows), default=0),
+                          max((r.shape[1] for r in rows), default=0)), dtype=np.float32)
+        for b, r in enumerate(rows):
+            alpha[b, : r.shape[0], : r.shape[1]] = r
+        yield list(range(len(rows))), alpha
+        return
+    for forced in forced_batches(model, src_ids, tgt_ids, translator.device, batch_tokens, with_eos=not full_context,
+                                 heads=True, full_context=full_context):
+        yield forced.index, choose_attention(model, forced.attention, layer, head).float().cpu().numpy()
+
+
 def attention_matrices(translator, sources: Sequence[str], targets: Sequence[str], batch_tokens: int = 3000,
                        layer: int | None = None, head: int | None = None,
                        shift_offset: int | None = None) -> list[WordAttention]:
@@ -283,14 +301,15 @@ def attention_matrices(translator, sources: Sequence[str], targets: Sequence[str
     ``WordAttention.shifted``, to measure other rows. Raises UserError for a model without attention
     (seq2seq) or line counts that differ.
     """
-    from attnmt.forced import forced_batches
-
     if len(sources) != len(targets):
         raise UserError(f"{len(sources)} source sentences but {len(targets)} target sentences; the files must be "
                         "line-aligned")
-    model = translator.model
+    exported = getattr(translator, "forced_attention", None)  # an exported model (attnmt.ct2) reads its own
+    model = None if exported else translator.model
     lag = getattr(model, "query_lag", 0)
     layer, head, full_context = guided_head(translator.config, layer, head)
+    if exported:
+        translator.check_attention_choice(layer, head, full_context)
     src_pieces = [translator.src.tokens(s) for s in sources]
     tgt_pieces = [translator.tgt.tokens(t) for t in targets]
     src_ids = [translator.src.vocab.encode(p) for p in src_pieces]
@@ -304,10 +323,9 @@ def attention_matrices(translator, sources: Sequence[str], targets: Sequence[str
                                    np.zeros((len(tgt_ids[k]), len(src_ids[k]))), empty)
     # <s> y </s> as the input: the rows after the last word are there for the shift method. A full-context
     # pass is run on <s> y as in training (every row would see </s>), which has the rows query_lag = 0 needs.
-    for forced in forced_batches(model, [src_ids[k] for k in todo], [tgt_ids[k] for k in todo], translator.device,
-                                 batch_tokens, with_eos=not full_context, heads=True, full_context=full_context):
-        alpha = choose_attention(model, forced.attention, layer, head).float().cpu().numpy()
-        for row, k in enumerate(todo[b] for b in forced.index):
+    for index, alpha in _forced_attention(translator, model, [src_ids[k] for k in todo], [tgt_ids[k] for k in todo],
+                                          batch_tokens, layer, head, full_context):
+        for row, k in enumerate(todo[b] for b in index):
             n_tgt, n_src = len(tgt_ids[k]), len(src_ids[k])
             full = alpha[row, : n_tgt + (1 if full_context else 2), :n_src]
             src_w = _word_ids(translator.src.tokenizer, src_pieces[k], sources[k], "source")

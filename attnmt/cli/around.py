@@ -44,7 +44,15 @@ def cmd_serve(args) -> None:
           max_wait_ms=args.max_wait_ms, max_texts=args.max_texts, max_text_chars=args.max_text_chars,
           max_beam=args.max_beam, max_queue_sentences=args.max_queue_sentences, max_queue_cost=args.max_queue_cost,
           max_batch_cost=args.max_batch_cost, checkpoint=args.checkpoint, threads=args.threads,
-          log_level=args.log_level, int8=args.int8)
+          log_level=args.log_level, int8=args.int8, inter_threads=args.inter_threads)
+
+
+def cmd_export(args) -> None:
+    from attnmt.ct2.convert import export_ctranslate2
+
+    out = export_ctranslate2(args.model_dir, args.out, quantization=args.quantization, checkpoint=args.checkpoint,
+                             overwrite=args.overwrite)
+    print(out)
 
 
 def cmd_explore(args) -> None:
@@ -117,13 +125,38 @@ def register(sub) -> None:
     p.add_argument("--max-batch-cost", type=float, default=10_000,
                    help="most cost in one batch: a larger request is split and decoded in turns with the "
                         "others, so a small request never waits for all of it (default: 10000)")
-    p.add_argument("--threads", type=int, default=None, help="torch threads for decoding (default: torch's)")
-    p.add_argument("--int8", action="store_true", help="int8 linear layers: faster decoding at about the same BLEU")
+    _add_engine_args(p)
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"],
                    help="uvicorn's log level; 'warning' drops the line per request (default: info)")
     p.set_defaults(func=cmd_serve)
     add_explore_parser(sub)
     add_animate_parser(sub)
+    add_export_parser(sub)
+
+
+def _add_engine_args(p) -> None:
+    p.add_argument("--threads", type=int, default=None,
+                   help="threads for decoding: torch's, or CTranslate2's per batch for an exported model (default: "
+                        "the library's)")
+    p.add_argument("--inter-threads", type=int, default=1,
+                   help="exported (CTranslate2) models: batches decoded at the same time (default: 1)")
+    p.add_argument("--int8", action="store_true", help="int8 linear layers: faster decoding at about the same BLEU")
+
+
+def add_export_parser(sub) -> None:
+    from attnmt.ct2 import QUANTIZATIONS
+
+    p = sub.add_parser("export", help="export a trained Transformer to another engine's format: CTranslate2, a "
+                                      "folder that attnmt translate, evaluate and serve run as a model")
+    p.add_argument("model_dir", metavar="MODEL_DIR", help="trained model folder (a Transformer)")
+    p.add_argument("--format", choices=["ctranslate2"], default="ctranslate2",
+                   help="the engine: ctranslate2 (the only one; default)")
+    p.add_argument("--out", required=True, metavar="DIR", help="the folder to write")
+    p.add_argument("--quantization", choices=QUANTIZATIONS, default="float32",
+                   help="weights as stored: float32 (default), int8, int16 or bfloat16")
+    add_checkpoint_arg(p)
+    p.add_argument("--overwrite", action="store_true", help="replace the files of an existing --out folder")
+    p.set_defaults(func=cmd_export)
 
 
 def add_explore_parser(sub) -> None:

@@ -56,6 +56,7 @@ OPTION_RANGES: dict[str, Range] = {
     "max_batch_size": Range(1, MAX_COUNT),
     "max_wait_ms": Range(0.0, 60_000.0),
     "threads": Range(1, MAX_WORKERS),
+    "inter_threads": Range(1, MAX_WORKERS),  # an exported model's translators working at once (attnmt.ct2)
     # the server's limits: attnmt.serve.schema.Limits and attnmt.serve.app.serve
     "max_texts": Range(), "max_text_chars": Range(), "max_beam": Range(), "max_queue_sentences": Range(),
     "max_queue_cost": Range(), "max_batch_cost": Range(),
@@ -125,6 +126,11 @@ def add_decode_args(p) -> None:
     p.add_argument("--workers", type=int, default=None,
                    help="CPU only: decode batches in N processes of one thread each, e.g. one per core "
                         "(default: decode.workers, 1)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="threads for decoding: torch's, or CTranslate2's per batch for an exported model "
+                        "(attnmt export; default: the library's)")
+    p.add_argument("--inter-threads", type=int, default=1,
+                   help="exported (CTranslate2) models: batches decoded at the same time (default: 1)")
     p.add_argument("--stopping", choices=STOPPING_RULES, default=None,
                    help="beam search: end a sentence when no live hypothesis can still win (exact), or when "
                         "none would win if it ended now (early: fewer steps) (default: decode.stopping, exact)")
@@ -158,7 +164,11 @@ def load_translator(args):
     from attnmt.translator import load
 
     if len(args.model) == 1 and args.ensemble_weights is None:
-        return load(args.model[0], checkpoint=args.checkpoint, int8=args.int8)
+        return load(args.model[0], checkpoint=args.checkpoint, int8=args.int8, threads=args.threads,
+                    inter_threads=args.inter_threads)
+    if args.inter_threads != 1 or args.threads is not None:
+        raise UserError("--threads and --inter-threads set an exported model's threads; an ensemble decodes with "
+                        "--workers")
     from attnmt.ensemble import load_ensemble
 
     return load_ensemble(args.model, checkpoint=args.checkpoint, int8=args.int8, weights=args.ensemble_weights)

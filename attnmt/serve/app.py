@@ -22,6 +22,7 @@ from attnmt import __version__
 from attnmt.align import model_method
 from attnmt.errors import UserError
 from attnmt.sampling import Sampling
+from attnmt.serve.admission import AdmissionMiddleware
 from attnmt.serve.batching import DynamicBatcher, QueueFull
 from attnmt.serve.engine import (
     BatchKey,
@@ -78,7 +79,7 @@ def create_app(models: Mapping[str, Translator | str | Path], *, max_batch_size:
     limits = limits or Limits()
     served: dict[str, ServedModel] = {}
     for name, model in models.items():
-        translator = model if isinstance(model, Translator) else _load(model)
+        translator = _load(model) if isinstance(model, (str, Path)) else model  # or an exported model's
         served[name] = served_model(name, translator, limits.max_beam)
     default_model = next(iter(served))
     batcher = DynamicBatcher(lambda key, items: decode_batch(served, key, items), max_batch_size=max_batch_size,
@@ -103,6 +104,9 @@ def create_app(models: Mapping[str, Translator | str | Path], *, max_batch_size:
     app.state.limits = limits
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=limits.max_body_bytes)
+    # Outermost (added last): a flood is shed before any body is read (attnmt.serve.admission).
+    app.add_middleware(AdmissionMiddleware, max_requests=limits.max_queue_sentences,
+                       retry_after_s=batcher.retry_after_s)
 
     _add_routes(app, served, default_model, limits, batcher, started)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
@@ -222,6 +226,9 @@ def _explore_job(request: ExploreRequest, served: Mapping[str, ServedModel], def
                                                        "output; use pieces of its output or top_k lists")
     if model.translator.members is not None:
         raise ApiError(422, "model", f"model {model.name!r} is an ensemble; explore reads one model's attention")
+    if not hasattr(model.translator, "model"):
+        raise ApiError(422, "model", f"model {model.name!r} is exported (CTranslate2), which has no step-by-step "
+                                     "decoding to explore; serve the model folder it was exported from")
     # the search and the teacher-forced pass that reads each step: twice a translation's cost
     cost = 2 * sentence_costs(model.translator, [request.text], beam, 1)[0]
     if cost > limits.max_queue_cost:
@@ -309,7 +316,8 @@ def _load(directory: str | Path) -> Translator:
 def serve(model_specs: list[str], host: str = "127.0.0.1", port: int = 8000, *, max_batch_size: int = 32,
           max_wait_ms: float = 10.0, max_texts: int = 32, max_text_chars: int = 1000, max_beam: int = 10,
           max_queue_sentences: int = 256, max_queue_cost: int = 100_000, max_batch_cost: float = MAX_BATCH_COST,
-          checkpoint: str = "best", threads: int | None = None, log_level: str = "info", int8: bool = False) -> None:
+          checkpoint: str = "best", threads: int | None = None, log_level: str = "info", int8: bool = False,
+          inter_threads: int = 1) -> None:
     """Load the models (``NAME=DIR`` or ``DIR``) and serve them with uvicorn until interrupted."""
     import torch
     import uvicorn
@@ -326,7 +334,8 @@ def serve(model_specs: list[str], host: str = "127.0.0.1", port: int = 8000, *, 
         raise UserError(f"serve: --max-batch-size {max_batch_size} is out of range; allowed: 1 or more")
     if max_wait_ms < 0:
         raise UserError(f"serve: --max-wait-ms {max_wait_ms} is out of range; allowed: 0 or more")
-    app = create_app(load_models(model_specs, checkpoint=checkpoint, int8=int8), max_batch_size=max_batch_size,
+    models = load_models(model_specs, checkpoint=checkpoint, int8=int8, threads=threads, inter_threads=inter_threads)
+    app = create_app(models, max_batch_size=max_batch_size,
                      max_wait_ms=max_wait_ms, limits=limits, max_batch_cost=max_batch_cost)
     if not _is_loopback(host):
         print(f"attnmt serve: listening on {host}, reachable from other machines; the API has no authentication")

@@ -94,7 +94,7 @@ def parse_model_spec(spec: str) -> tuple[str, Path]:
 
 
 def load_models(specs: list[str], checkpoint: str = "best", device: str = "cpu",
-                int8: bool = False) -> dict[str, Translator]:
+                int8: bool = False, threads: int | None = None, inter_threads: int = 1) -> dict[str, Translator]:
     """Load every ``--model`` spec (see :func:`parse_model_spec`); names must be unique."""
     from attnmt.translator import load
 
@@ -105,7 +105,8 @@ def load_models(specs: list[str], checkpoint: str = "best", device: str = "cpu",
         name, directory = parse_model_spec(spec)
         if name in models:
             raise UserError(f"serve: two models are named {name!r}; name them with --model NAME=DIR")
-        models[name] = load(directory, checkpoint=checkpoint, device=device, int8=int8)
+        models[name] = load(directory, checkpoint=checkpoint, device=device, int8=int8, threads=threads,
+                            inter_threads=inter_threads)
     return models
 
 
@@ -117,7 +118,7 @@ def served_model(name: str, translator: Translator, max_beam: int) -> ServedMode
     heads = translator.has_heads
     info = ModelInfo(
         name=name, src_lang=config.data.src_lang, tgt_lang=config.data.tgt_lang, model_type=config.model.type,
-        parameters=sum(p.numel() for p in translator.model.parameters() if p.requires_grad),
+        parameters=translator.parameter_count(),
         default_beam=min(config.decode.beam, max_beam),
         has_attention=translator.has_attention,
         layers=config.model.dec_layers if heads else None,

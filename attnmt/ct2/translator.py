@@ -1,0 +1,224 @@
+"""An exported model folder (:mod:`attnmt.ct2.convert`) as a translator: :class:`CT2Translator` decodes with
+``ctranslate2.Translator`` and answers as :class:`attnmt.translator.Translator` does (text in; text, tokens,
+scores and attention out), so ``attnmt translate``, ``evaluate`` and ``serve`` run it as any model folder.
+
+What differs from attnmt's own decoding, each refused in one line where it would change an output:
+beam search's stopping rule is CTranslate2's (``--stopping`` refused); the length cap ``max_len_a * S + b``
+applies per batch (to its longest source); samples come from CTranslate2's generator (the same seed gives
+the same samples here, not attnmt's); there is no coverage penalty, ensemble, worker processes (threads
+instead: ``intra_threads``, ``inter_threads``), explorer, or per-head attention. The attention is the one the
+export chose (:func:`attnmt.ct2.convert.attention_choice`); a guided model trained with full context is read in
+its causal pass.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from attnmt.ct2 import EXPORT_FILE, require_ctranslate2
+from attnmt.data.dataset import load_processors
+from attnmt.errors import UserError
+from attnmt.special import EOS
+from attnmt.translation import (
+    SentenceTooLong,
+    Translation,
+    check_decoding,
+    decoding_batches,
+    model_config,
+    sentence_list,
+)
+
+COMPUTE_TYPES = ("float32", "int8", "int16", "bfloat16")
+
+
+class CT2Translator:
+    """Batched translation of an exported model with CTranslate2 (greedy, beam search, n-best, sampling)."""
+
+    has_heads = False  # CTranslate2 returns one attention per sentence, not every layer's heads
+    has_attention = True
+    members = None
+
+    def __init__(self, model_dir: str | Path, intra_threads: int = 1, inter_threads: int = 1,
+                 compute_type: str | None = None):
+        ctranslate2 = require_ctranslate2()
+        self.model_dir = Path(model_dir)
+        self.config = model_config(self.model_dir)
+        self.export = json.loads((self.model_dir / EXPORT_FILE).read_text(encoding="utf-8"))
+        self.src, self.tgt = load_processors(self.model_dir)
+        compute_type = compute_type or self.export["quantization"]
+        if compute_type not in COMPUTE_TYPES:
+            raise UserError(f"compute type {compute_type} is unknown; allowed: {', '.join(COMPUTE_TYPES)}")
+        for name, n, least in (("threads", intra_threads, 0), ("inter-threads", inter_threads, 1)):
+            if n < least:
+                raise UserError(f"--{name} {n} is out of range; allowed: 1 or more")
+        self._engine_options = dict(device="cpu", compute_type=compute_type, intra_threads=intra_threads,
+                                    inter_threads=inter_threads)
+        self.engine = ctranslate2.Translator(str(self.model_dir), **self._engine_options)
+        self.device, self.max_src_tokens = "cpu", None
+        self.return_attention = True  # the benchmark turns it off to time the search alone
+
+    @property
+    def model_type(self) -> str:
+        return self.config.model.type
+
+    def parameter_count(self) -> int:
+        return int(self.export.get("parameters", 0))
+
+    def coverage_beta(self, coverage_penalty: float | None, sampling=None) -> float:
+        if coverage_penalty:
+            raise UserError("coverage_penalty: an exported (CTranslate2) model has no coverage penalty; leave it "
+                            "at 0 or translate with the attnmt model folder")
+        return 0.0
+
+    def explore(self, *args, **kwargs) -> dict:
+        raise UserError("explore: an exported (CTranslate2) model has no step-by-step decoding to show; explore "
+                        "the attnmt model folder it was exported from")
+
+    def translate(self, sentences: str | list[str], beam: int | None = None, n_best: int = 1,
+                  length_penalty: float | None = None, batch_tokens: int = 2000, batch_size: int | None = None,
+                  workers: int = 1, stopping: str | None = None, min_len: int | None = None,
+                  no_repeat_ngram: int | None = None, max_len: int | None = None, sampling=None,
+                  coverage_penalty: float | None = None, prefix=None) -> Translation | list[Translation]:
+        """As :meth:`attnmt.translator.Translator.translate`; what CTranslate2 cannot do is a UserError."""
+        single, sentences = isinstance(sentences, str), sentence_list(sentences)
+        d = self.config.decode
+        self.coverage_beta(coverage_penalty, sampling)
+        if stopping is not None:
+            raise UserError(f"stopping={stopping}: an exported (CTranslate2) model ends beam search by CTranslate2's "
+                            "own rule; leave --stopping out")
+        if workers > 1:
+            raise UserError(f"workers={workers}: an exported (CTranslate2) model decodes in threads; use --threads "
+                            "and --inter-threads instead of --workers")
+        if sampling is not None and beam not in (None, 1):
+            raise UserError(f"beam={beam} with sampling: sampling draws each token and beam search keeps the best "
+                            "ones; use one of them")
+        beam = n_best if sampling is not None else d.beam if beam is None else beam
+        check_decoding(beam, n_best, 1, d.stopping)
+        alpha = d.length_penalty if length_penalty is None else length_penalty
+        options = self._options(beam, n_best, alpha,
+                                d.min_len if min_len is None else min_len,
+                                d.no_repeat_ngram if no_repeat_ngram is None else no_repeat_ngram, sampling)
+        cap = d.max_len_cap if max_len is None else max_len
+        src_tokens = [self.src.tokens(s) for s in sentences]
+        # through attnmt's vocabulary: an unknown word, or text spelled like a special token, becomes <unk>
+        known = [self.src.vocab.decode(self.src.vocab.encode(t)) for t in src_tokens]
+        positions = self.export["max_positions"]  # the rows of the exported position table
+        most = positions if self.max_src_tokens is None else min(self.max_src_tokens, positions)
+        for i, toks in enumerate(known):
+            if len(toks) > most:
+                raise SentenceTooLong(i, len(toks), most)
+        prefixes = self._prefixes(prefix, single, len(sentences))
+        results = [None if toks else Translation(s, "", [], [], None, 0.0) for s, toks in zip(sentences, known)]
+        src_ids = [[1] * len(t) for t in known]
+        engine = self.engine if sampling is None else self._seeded(sampling.seed)
+        for indices in decoding_batches(src_ids, batch_tokens, d.batch_size if batch_size is None else batch_size):
+            longest = max(len(known[i]) for i in indices)
+            limit = max(0, math.floor(d.max_len_a * longest + d.max_len_b))
+            limit = min(min(limit, cap) if cap else limit, positions - 1)
+            found = engine.translate_batch(
+                [known[i] for i in indices], [prefixes[i] for i in indices] if prefixes else None,
+                max_decoding_length=max(limit, 1), **options)
+            first = self._first_rows([known[i] for i in indices]) if beam > 1 and self.return_attention else None
+            for k, (i, result) in enumerate(zip(indices, found)):
+                results[i] = self._best(sentences[i], src_tokens[i], result, alpha, n_best,
+                                        None if first is None else first[k])
+        return results[0] if single else results
+
+    def _options(self, beam, n_best, alpha, min_len, no_repeat_ngram, sampling) -> dict:
+        if alpha < 0:
+            raise UserError(f"length_penalty={alpha} is out of range; allowed: 0 (off) or more")
+        options = dict(beam_size=beam, num_hypotheses=beam, no_repeat_ngram_size=no_repeat_ngram,
+                       min_decoding_length=min_len, return_end_token=True, return_scores=True,
+                       return_attention=self.return_attention, max_input_length=0,
+                       length_penalty=0.0)  # raw log probs; _best ranks them with attnmt's length penalty
+        if sampling is not None:
+            options.update(beam_size=1, sampling_topk=sampling.top_k or 0, sampling_topp=sampling.top_p,
+                           sampling_temperature=sampling.temperature)
+        return options
+
+    def _prefixes(self, prefix, single: bool, n: int) -> list[list[str] | None] | None:
+        if prefix is None:
+            return None
+        texts = [prefix] if single and isinstance(prefix, str) else prefix
+        if not isinstance(texts, (list, tuple)) or len(texts) != n or \
+                not all(t is None or isinstance(t, str) for t in texts):
+            raise UserError("prefix: give a str for one sentence, or a list of one str (or None) per sentence")
+        return [self.tgt.vocab.decode(self.tgt.ids(t)) if t else None for t in texts]
+
+    def _seeded(self, seed: int):
+        """A fresh engine for sampling: CTranslate2 seeds a translator's generators when it starts its threads,
+        so the same seed gives the same samples only from a new one (loaded again from the folder)."""
+        ctranslate2 = require_ctranslate2()
+        ctranslate2.set_random_seed(seed)
+        return ctranslate2.Translator(str(self.model_dir), **self._engine_options)
+
+    def _first_rows(self, sources: list[list[str]]) -> list[np.ndarray]:
+        """Each source's attention row for the first output token, from one greedy step: in a batch, CTranslate2's
+        beam search returns that row from another sentence (the later rows are right)."""
+        found = self.engine.translate_batch(sources, beam_size=1, max_decoding_length=1, return_attention=True,
+                                            max_input_length=0)
+        return [np.asarray(r.attention[0][0], dtype=np.float32) for r in found]
+
+    def _best(self, sentence: str, src_tokens: list[str], result, alpha: float, n_best: int,
+              first_row: np.ndarray | None = None) -> Translation:
+        """The hypotheses as Translations ranked by attnmt's score: log prob / ((5 + length) / 6) ** alpha,
+        the length counting </s> (:mod:`attnmt.search`)."""
+        options = []
+        for k, tokens in enumerate(result.hypotheses):
+            ended = bool(tokens) and tokens[-1] == EOS
+            words = list(tokens[:-1] if ended else tokens)
+            length = len(words) + 1
+            score = result.scores[k] / ((5 + length) / 6) ** alpha if alpha else result.scores[k]
+            attention = np.asarray(result.attention[k], dtype=np.float32) if result.attention else None
+            if attention is not None and first_row is not None and len(attention):
+                attention[0] = first_row
+            ids = self.tgt.vocab.encode(words)
+            options.append(Translation(sentence, self.tgt.detokenize(ids), src_tokens, words, attention,
+                                       float(score)))
+        options.sort(key=lambda t: -t.score)
+        options = options[:n_best]
+        if options:
+            options[0].n_best = options
+            return options[0]
+        return Translation(sentence, "", src_tokens, [], None, float("-inf"))
+
+    def check_attention_choice(self, layer: int | None, head: int | None, full_context: bool) -> None:
+        """A UserError unless (``layer``, ``head``) is the attention the export returns."""
+        n = self.config.model.dec_layers
+        chosen = (self.export["attention_layer"], self.export["attention_head"])
+        if layer is not None and not -n <= layer < n:
+            raise UserError(f"--layer {layer} is out of range: the model has {n} decoder layers "
+                            f"(0 to {n - 1}, or -1 for the last)")
+        asked = ((n - 1) if layer is None else layer % n, head)
+        what = f"layer {chosen[0]}, " + ("the heads averaged" if chosen[1] is None else f"head {chosen[1]}")
+        if asked != chosen:
+            raise UserError(f"--layer/--head: an exported (CTranslate2) model returns one attention ({what}); leave "
+                            "--layer and --head out, or align with the attnmt model folder")
+        if full_context:
+            raise UserError("alignments: the model was guided with full context, a pass CTranslate2 does not run; "
+                            "align with the attnmt model folder")
+
+    def forced_attention(self, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> list[np.ndarray]:
+        """The exported attention of each pair read with the target forced: rows for <s> y </s> as inputs,
+        [len(y) + 2, len(x)] (as attnmt's teacher-forced pass with </s>, :mod:`attnmt.forced`)."""
+        src = [self.src.vocab.decode(ids) for ids in src_ids]
+        tgt = [self.tgt.vocab.decode(ids) + [EOS] for ids in tgt_ids]
+        longest = max((len(t) for t in tgt), default=0) + 1
+        found = self.engine.translate_batch(src, tgt, beam_size=1, return_attention=True, max_input_length=0,
+                                            min_decoding_length=longest, max_decoding_length=longest)
+        return [np.asarray(r.attention[0], dtype=np.float32)[: len(t) + 1] for r, t in zip(found, tgt)]
+
+
+def load_exported(model_dir: Path, checkpoint: str = "best", device: str = "cpu", int8: bool = False,
+                  intra_threads: int = 1, inter_threads: int = 1) -> CT2Translator:
+    """:func:`attnmt.translator.load` for an exported folder; what does not apply to one is a UserError."""
+    if checkpoint != "best":
+        raise UserError(f"--checkpoint {checkpoint}: an exported model holds the one checkpoint it was exported "
+                        "from; export that checkpoint (attnmt export --checkpoint) instead")
+    if device != "cpu":
+        raise UserError(f"device {device}: the exported model runs on the CPU here; leave the device out")
+    return CT2Translator(model_dir, intra_threads, inter_threads, compute_type="int8" if int8 else None)

@@ -1,0 +1,141 @@
+"""attnmt's own decoding against the same Transformer exported to CTranslate2, in alternating rounds.
+
+    python -m benchmarks.ctranslate2 --model MODEL_DIR --src test.de --ref test.en [--rounds 3]
+
+The model is exported twice (``attnmt export --quantization float32`` and ``int8``); four engines decode the
+first ``--sentences`` lines: attnmt float32, attnmt ``--int8``, CTranslate2 float32 and CTranslate2 int8, at
+each batch size (sentences per batch), beam size and thread count asked for. As in benchmarks/decoding.py the
+machine's speed wanders, so the engines decode in turns, round after round (the order rotated each round), and
+each figure is the median over rounds. Each decoding runs in a process of its own (``--child``), which loads
+the model, translates once to warm up, then times ``translate()`` alone and reports its peak memory (the
+process's maximum resident set, the interpreter and torch included for every engine alike).
+
+Reported per engine and setting: sentences/s, target tokens/s (attnmt's target tokens of the output), peak
+memory, BLEU and chrF against ``--ref`` (sacreBLEU, attnmt.evaluate.corpus_scores), and the share of sentences
+translated exactly as attnmt float32 translates them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.common import run_child, write_result
+
+ENGINES = ("attnmt float32", "attnmt int8", "ctranslate2 float32", "ctranslate2 int8")
+
+
+def child(args) -> None:
+    """One decoding in this process: the JSON of its seconds, outputs, target tokens and peak memory."""
+    import torch
+
+    from attnmt.translator import load
+
+    engine, _, precision = args.child.partition(" ")
+    torch.set_num_threads(args.threads)
+    if engine == "attnmt":
+        translator = load(args.model, checkpoint=args.checkpoint, int8=precision == "int8")
+    else:
+        translator = load(args.model, threads=args.threads)
+        translator.return_attention = False  # attnmt's search keeps its attention as it goes; this one asks
+    sources = Path(args.src).read_text(encoding="utf-8").splitlines()
+    options = dict(beam=args.beam, batch_size=args.batch, batch_tokens=10**9)
+    translator.translate(sources[:1], **options)  # warm-up
+    start = time.perf_counter()
+    outputs = translator.translate(sources, **options)
+    seconds = time.perf_counter() - start
+    print(json.dumps({"seconds": seconds, "texts": [t.text for t in outputs],
+                      "tgt_tokens": sum(len(t.tgt_tokens) + 1 for t in outputs),
+                      "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+
+
+def measure(args, folders: dict[str, str], source: Path) -> dict[str, dict[str, list[dict]]]:
+    """Every run's child report, by setting name and engine, over ``args.rounds`` alternating rounds."""
+    runs: dict[str, dict[str, list[dict]]] = {}
+    settings = list(itertools.product(args.batch, args.beam, args.threads))
+    for round_ in range(args.rounds):
+        order = ENGINES[round_ % len(ENGINES):] + ENGINES[:round_ % len(ENGINES)]
+        for batch, beam, threads in settings:
+            name = f"batch {batch}, beam {beam}, {threads} thread{'s' if threads > 1 else ''}"
+            for engine in order:
+                report = run_child("ctranslate2", [
+                    "--child", engine, "--model", folders[engine], "--checkpoint", args.checkpoint,
+                    "--src", str(source), "--batch", str(batch), "--beam", str(beam), "--threads", str(threads)],
+                    f"{engine} ({name})")
+                runs.setdefault(name, {}).setdefault(engine, []).append(report)
+            print(f"round {round_ + 1}/{args.rounds}: {name}", file=sys.stderr)
+    return runs
+
+
+def summarize(runs: dict[str, dict[str, list[dict]]], references: list[str]) -> dict:
+    """The medians, scores and agreement with attnmt float32 of each setting and engine."""
+    from attnmt.evaluate import corpus_scores
+
+    table = {}
+    for name, engines in runs.items():
+        baseline = engines["attnmt float32"][0]["texts"]
+        table[name] = {}
+        for engine, reports in engines.items():
+            texts = reports[0]["texts"]
+            scores = corpus_scores(texts, references)
+            seconds = statistics.median(r["seconds"] for r in reports)
+            table[name][engine] = {
+                "sentences_per_s": round(len(texts) / seconds, 2),
+                "target_tokens_per_s": round(reports[0]["tgt_tokens"] / seconds, 1),
+                "seconds": [round(r["seconds"], 3) for r in reports],
+                "peak_rss_mb": round(max(r["peak_rss_mb"] for r in reports), 1),
+                "bleu": round(scores.bleu, 2), "chrf": round(scores.chrf, 2),
+                "identical_to_attnmt_float32": round(sum(a == b for a, b in zip(texts, baseline)) / len(texts), 4),
+            }
+    return table
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", required=True, help="a trained Transformer model folder")
+    parser.add_argument("--src", required=True, help="source sentences, one a line")
+    parser.add_argument("--ref", help="reference translations, one a line (required unless --child)")
+    parser.add_argument("--checkpoint", default="best", help="the checkpoint to decode and export (default: best)")
+    parser.add_argument("--sentences", type=int, default=1000, help="the first N lines (default: 1000)")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (default: 3)")
+    parser.add_argument("--batch", type=int, nargs="+", default=[64, 1], help="sentences per batch (default: 64 1)")
+    parser.add_argument("--beam", type=int, nargs="+", default=[1, 5], help="beam sizes (default: 1 5)")
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="threads (default: 1 2)")
+    parser.add_argument("--child", choices=ENGINES, help=argparse.SUPPRESS)
+    parser.add_argument("--out", help="JSON result path (default benchmarks/results/ctranslate2.json)")
+    args = parser.parse_args(argv)
+    if args.child:
+        args.batch, args.beam, args.threads = args.batch[0], args.beam[0], args.threads[0]
+        child(args)
+        return 0
+    if not args.ref:
+        parser.error("--ref is required")
+    from attnmt.ct2.convert import export_ctranslate2
+    from attnmt.data.corpus import read_lines
+
+    sources, references = read_lines(args.src)[:args.sentences], read_lines(args.ref)[:args.sentences]
+    with tempfile.TemporaryDirectory() as tmp:
+        source = Path(tmp) / "source.txt"
+        source.write_text("".join(s + "\n" for s in sources), encoding="utf-8")
+        folders = {"attnmt float32": args.model, "attnmt int8": args.model}
+        for precision in ("float32", "int8"):
+            folders[f"ctranslate2 {precision}"] = str(export_ctranslate2(
+                args.model, Path(tmp) / precision, quantization=precision, checkpoint=args.checkpoint))
+        runs = measure(args, folders, source)
+    import ctranslate2
+
+    result = {"model": args.model, "sentences": len(sources), "rounds": args.rounds,
+              "ctranslate2": ctranslate2.__version__, "settings": summarize(runs, references)}
+    print(write_result("ctranslate2", result, args.out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
