@@ -52,6 +52,7 @@ class BeamTree:
         self._rows: list[list[int | None]] = []  # per sentence the node of each live row (None: a dead row)
         self._finished: list[list[int]] = []  # per sentence its finished nodes, in the order the search finished them
         self._forced: list[int] = []  # per sentence the length of its forced prefix
+        self._hyps: list[list] = []  # per sentence its finished hypotheses, set by close()
 
     def start(self, batch_size: int, prefix_lengths: Sequence[int] | None = None) -> None:
         self.trees = [[Node(0, -1, None, BOS_ID, 0.0, 0.0, 0, "root")] for _ in range(batch_size)]

@@ -107,14 +107,11 @@ def length_limits(max_lens: Sequence[int], min_len: int, prefix: Tensor | None,
     return longest, torch.tensor(longest, device=device), fewest
 
 
-def apply_prefix(log_probs: Tensor, prefix: Tensor | None, step: int) -> Tensor:
-    """Leave, in place, only the forced token (with its log prob) on rows whose prefix reaches ``step``.
+def apply_prefix(log_probs: Tensor, wanted: Tensor) -> Tensor:
+    """Leave, in place, only the forced token (with its log prob) on the rows that have one at this step.
 
-    ``log_probs`` [N, V]; ``prefix`` [N, P] the prefix of each row's sentence (-1: none at that step), or None.
-    Returns ``log_probs``."""
-    if prefix is None or step >= prefix.size(1):
-        return log_probs
-    wanted = prefix[:, step]
+    ``log_probs`` [N, V]; ``wanted`` [N] each row's forced token at this step (-1: none). Returns ``log_probs``.
+    The caller passes it only while some prefix is still running (``step < prefix.size(1)``)."""
     rows = (wanted >= 0).nonzero().flatten()
     if rows.numel():
         tokens = wanted[rows]

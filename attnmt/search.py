@@ -267,7 +267,8 @@ def left_to_right(model: TranslationModel, src: Tensor, src_len: Tensor, choose,
             log_probs = _prepare_log_probs(log_probs, max_lens[sent] == step)
             if min_lens is not None or no_repeat_ngram:
                 apply_constraints(log_probs, tokens, None if min_lens is None else min_lens[sent], no_repeat_ngram)
-            apply_prefix(log_probs, None if forced is None else forced[sent], step)
+            if forced is not None and step < forced.size(1):
+                apply_prefix(log_probs, forced[sent, step])
             best, tok = choose(log_probs)
             cum = cum + best
             tokens = torch.cat([tokens, tok.unsqueeze(1)], dim=1)
@@ -339,8 +340,8 @@ class _Beam:
         if min_lens is not None or no_repeat_ngram:
             row_min = None if min_lens is None else min_lens[self.sent].repeat_interleave(self.width)
             apply_constraints(log_probs, self.tokens, row_min, no_repeat_ngram)
-        if prefix is not None:
-            apply_prefix(log_probs, prefix[self.sent].repeat_interleave(self.width, dim=0), step)
+        if prefix is not None and step < prefix.size(1):
+            apply_prefix(log_probs, prefix[self.sent, step].repeat_interleave(self.width))
         return log_probs, alpha
 
     def expand(self, log_probs: Tensor, alpha: Tensor | None, K: int, step: int) -> tuple[Tensor, Tensor]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import random
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ import pytest
 from attnmt.cli import main as attnmt
 from attnmt.data.pretokenize import gold_changes, pretokenizer, words
 from attnmt.errors import UserError
+from tests.test_recipe_alignment import word_for_word
 
 ROOT = Path(__file__).resolve().parents[1]
 DE_RO = {"der": "cel", "hund": "câine", "sieht": "vede", "die": "cea", "katze": "pisică", "und": "și",
@@ -56,12 +56,7 @@ def test_the_check_lists_the_gold_lines_a_pretokenizer_would_change():
 
 def _sentences(n: int, seed: int) -> list[tuple[str, str]]:
     """German and its word-for-word Romanian, cased and punctuated as raw text."""
-    rng, vocab = random.Random(seed), list(DE_RO)
-    out = []
-    for _ in range(n):
-        de = [rng.choice(vocab) for _ in range(rng.randint(3, 6))]
-        out.append((" ".join(de).capitalize() + ".", " ".join(DE_RO[w] for w in de).capitalize() + "."))
-    return out
+    return word_for_word(DE_RO, n, seed, longest=6)
 
 
 def _corpora(root: Path) -> dict[str, Path]:

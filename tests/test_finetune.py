@@ -15,7 +15,7 @@ from attnmt.cli import main
 from attnmt.errors import UserError
 from attnmt.train import train
 from tests.conftest import tiny_config
-from tests.test_recipes import SHARED_MULTI30K, cut, layout, readme_commands, tiny
+from tests.test_recipes import SHARED_MULTI30K, cut, layout, needs_multi30k, readme_commands, tiny
 from tests.test_tatoeba import write_tatoeba
 
 
@@ -107,8 +107,7 @@ def test_the_command_line(tiny_model, tiny_corpus, tmp_path, capsys):
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.skipif(not SHARED_MULTI30K.is_dir(),
-                    reason=f"the Multi30k files are not in {SHARED_MULTI30K} (attnmt data multi30k DIR writes them)")
+@needs_multi30k
 def test_the_recipe_runs_as_its_readme_says(tmp_path, monkeypatch, capsys):
     """recipes/finetune/README.md's commands at tiny size: Multi30k cut to a slice, Tatoeba a hand-made file."""
     root = layout(tmp_path, "finetune", monkeypatch)

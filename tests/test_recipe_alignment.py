@@ -34,16 +34,22 @@ TINY = ["data.valid_size=4", "data.test_size=4", "data.tokenizer=word", "model.d
         "train.precision=fp32", "decode.beam=2"]
 
 
-def _sentences(n: int, seed: int) -> list[tuple[str, str]]:
-    """``n`` English sentences of 3-7 words and their word-for-word French, cased and punctuated as raw text."""
+def word_for_word(dictionary: dict[str, str], n: int, seed: int, longest: int) -> list[tuple[str, str]]:
+    """``n`` sentences of 3 to ``longest`` words and their word-for-word translation by ``dictionary``, cased and
+    punctuated as raw text."""
     import random
 
-    rng, words = random.Random(seed), list(EN_FR)
+    rng, words = random.Random(seed), list(dictionary)
     pairs = []
     for _ in range(n):
-        en = [rng.choice(words) for _ in range(rng.randint(3, 7))]
-        pairs.append((" ".join(en).capitalize() + ".", " ".join(EN_FR[w] for w in en).capitalize() + "."))
+        src = [rng.choice(words) for _ in range(rng.randint(3, longest))]
+        pairs.append((" ".join(src).capitalize() + ".", " ".join(dictionary[w] for w in src).capitalize() + "."))
     return pairs
+
+
+def _sentences(n: int, seed: int) -> list[tuple[str, str]]:
+    """``n`` English sentences of 3-7 words and their word-for-word French."""
+    return word_for_word(EN_FR, n, seed, longest=7)
 
 
 def _write_gz(path: Path, lines: list[str]) -> None:

@@ -28,6 +28,9 @@ from tests.test_tatoeba import write_tatoeba
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_MULTI30K = ROOT.parent / "shared" / "data" / "multi30k"
+needs_multi30k = pytest.mark.skipif(
+    not SHARED_MULTI30K.is_dir(),
+    reason=f"the Multi30k files are not in {SHARED_MULTI30K} (attnmt data multi30k DIR writes them)")
 
 TINY_TRAINING = ["train.max_steps=6", "train.valid_every=3", "train.save_every=1", "train.batch_tokens=300",
                  "train.threads=1", "train.progress=false", "train.tensorboard=false", "decode.beam=2"]
@@ -96,8 +99,7 @@ def cut(path: Path, lines: int) -> None:
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.skipif(not SHARED_MULTI30K.is_dir(),
-                    reason=f"the Multi30k files are not in {SHARED_MULTI30K} (attnmt data multi30k DIR writes them)")
+@needs_multi30k
 def test_the_multi30k_recipe_runs_as_its_readme_says(tmp_path, monkeypatch, capsys):
     root = layout(tmp_path, "multi30k", monkeypatch)
     commands = readme_commands("multi30k")

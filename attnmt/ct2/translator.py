@@ -22,6 +22,7 @@ import numpy as np
 from attnmt.ct2 import EXPORT_FILE, require_ctranslate2
 from attnmt.data.dataset import load_processors
 from attnmt.errors import UserError
+from attnmt.search import length_penalty_factor
 from attnmt.special import EOS
 from attnmt.translation import (
     SentenceTooLong,
@@ -172,7 +173,7 @@ class CT2Translator:
             ended = bool(tokens) and tokens[-1] == EOS
             words = list(tokens[:-1] if ended else tokens)
             length = len(words) + 1
-            score = result.scores[k] / ((5 + length) / 6) ** alpha if alpha else result.scores[k]
+            score = result.scores[k] / length_penalty_factor(length, alpha)
             attention = np.asarray(result.attention[k], dtype=np.float32) if result.attention else None
             if attention is not None and first_row is not None and len(attention):
                 attention[0] = first_row
