@@ -65,9 +65,14 @@ class Guidance:
     def __init__(self, data, src_proc, tgt_proc):
         self.data, self.src_proc, self.tgt_proc = data, src_proc, tgt_proc
         self.text = getattr(data, "src_text", None) is not None  # pairs in memory: their text is checked
+        # A pair's piece links never change: made once per pair held in memory (not for a store, whose
+        # pairs may be millions).
+        self._made: dict[int, PieceLinks | None] | None = {} if self.text else None
 
     def __call__(self, indices: Sequence[int]) -> list[PieceLinks | None]:
-        return [self.pair(i) for i in indices]
+        if self._made is None:
+            return [self.pair(i) for i in indices]
+        return [self._made[i] if i in self._made else self._made.setdefault(i, self.pair(i)) for i in indices]
 
     def pair(self, i: int) -> PieceLinks | None:
         links = pair_links(self.data.origins[i], self.data.links)

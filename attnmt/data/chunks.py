@@ -8,28 +8,13 @@ does. Memory stays at a chunk whatever the size of the file.
 
 from __future__ import annotations
 
-import gzip
-import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from attnmt.data.corpus import _BOM, _GZIP_MAGIC, MAX_LINE_BYTES, _clean, line_too_long
+from attnmt.data.corpus import _BOM, MAX_LINE_BYTES, _binary, _clean, _reading, line_too_long, open_text
 from attnmt.errors import UserError
 
 CHUNK_BYTES = 1 << 20
-
-
-def _open(path: Path):
-    try:
-        if path.name.endswith(".gz"):
-            return gzip.open(path, "rb")
-        return open(path, "rb")
-    except FileNotFoundError:
-        raise UserError(f"file not found: {path}; check the path") from None
-    except IsADirectoryError:
-        raise UserError(f"{path} is a directory, not a text file; give the path of a file") from None
-    except OSError as e:
-        raise UserError(f"cannot read {path}: {e.strerror or e}; check the file") from None
 
 
 def raw_chunks(path: str | Path, size: int | None = None, long: list[int] | None = None,
@@ -42,16 +27,9 @@ def raw_chunks(path: str | Path, size: int | None = None, long: list[int] | None
     """
     path, size = Path(path), size or CHUNK_BYTES
     line0, rest, first = 0, b"", True
-    with _open(path) as f:
+    with open_text(path) as f, _reading(str(path)):
         while True:
-            try:
-                block = f.read(size)
-            except (gzip.BadGzipFile, EOFError, zlib.error) as e:
-                raise UserError(f"{path} is not a valid gzip file ({e}); re-download it, or drop the .gz suffix "
-                                "if it is plain text") from None
-            if first and not path.name.endswith(".gz") and (rest + block).startswith(_GZIP_MAGIC):
-                raise UserError(f"{path} is gzip-compressed but its name does not end in .gz; "
-                                "rename it to end in .gz (or decompress it)")
+            block = f.read(size)
             data = rest + block
             if not block:
                 if data:
@@ -83,7 +61,7 @@ def _blank_long_lines(chunk: bytes, path: Path, line0: int, long: list[int] | No
 def _too_long(data: bytes, path: Path, line: int, long: list[int] | None) -> None:
     """Line `line` (from 0) is over MAX_LINE_BYTES: the error, or its number appended to `long`."""
     if b"\x00" in data:
-        raise UserError(f"{path}:{line + 1} looks binary (NUL byte); give a UTF-8 text file, one sentence a line")
+        raise _binary(str(path), line + 1)
     if long is None:
         raise line_too_long(str(path), line + 1)
     long.append(line)
@@ -117,13 +95,12 @@ def count_lines(path: str | Path, tsv: bool = False, progress=None, long: list[i
 
 
 def decode_chunk(data: bytes, path: str | Path, line0: int, first: bool, clean: bool = True) -> list[str]:
-    """The lines of a chunk (corpus._decode_lines' rules); control characters cleaned when `clean`."""
+    """The lines of a chunk (corpus.decode_line's rules); control characters cleaned when `clean`."""
     if first and data.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise UserError(f"{path} is UTF-16 text; convert it to UTF-8, e.g. iconv -f utf-16 -t utf-8")
     nul = data.find(b"\x00")
     if nul >= 0:
-        line = line0 + data.count(b"\n", 0, nul) + 1
-        raise UserError(f"{path}:{line} looks binary (NUL byte); give a UTF-8 text file, one sentence a line")
+        raise _binary(str(path), line0 + data.count(b"\n", 0, nul) + 1)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:

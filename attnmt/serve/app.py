@@ -46,6 +46,7 @@ from attnmt.serve.schema import (
     TranslateRequest,
     TranslateResponse,
 )
+from attnmt.special import SPECIALS
 from attnmt.translator import Translator
 
 __all__ = ["create_app", "serve"]
@@ -219,9 +220,8 @@ def _explore_job(request: ExploreRequest, served: Mapping[str, ServedModel], def
         raise ApiError(422, "prefix_tokens", "give the forced start once: as text (prefix) or as pieces "
                                              "(prefix_tokens), not both")
     vocab = model.translator.tgt.vocab
-    specials = set(vocab.tokens[:4])
     for i, piece in enumerate(request.prefix_tokens or []):
-        if piece in specials or piece not in vocab:
+        if piece in SPECIALS or piece not in vocab:
             raise ApiError(422, f"prefix_tokens[{i}]", f"{piece[:40]!r} is not a piece model {model.name!r} can "
                                                        "output; use pieces of its output or top_k lists")
     if model.translator.members is not None:
