@@ -140,15 +140,7 @@ def _add_routes(app: FastAPI, served: dict[str, ServedModel], default_model: str
         items = [Item(text, request.attention, request.attention_heads, method if request.alignment else None)
                  for text in texts]
         costs = _costs(request, model, texts, key, limits)
-        try:
-            translations, info = await batcher.submit(key, items, costs)
-        except QueueFull as e:
-            raise ApiError(503, None, str(e), headers={"Retry-After": str(e.retry_after_s)}) from None
-        except UserError as e:  # a decoding setting the checks above let through
-            raise ApiError(422, None, str(e)) from None
-        timing = Timing(queue_ms=_ms(info.queue_s), decode_ms=_ms(info.run_s),
-                        total_ms=_ms(time.perf_counter() - t0), batch_size=info.batch_items,
-                        batch_requests=info.batch_jobs, batches=info.batches)
+        translations, timing = await _submit(batcher, key, items, costs, t0)
         return TranslateResponse(model=model.name, translations=translations, timing=timing)
 
     @app.post("/explore", response_model=ExploreResponse, responses=ERROR_RESPONSES, tags=["translate"])
@@ -159,14 +151,7 @@ def _add_routes(app: FastAPI, served: dict[str, ServedModel], default_model: str
         if"). Decoded on its own, through the same bounded queue as /translate (503 with Retry-After when full)."""
         t0 = time.perf_counter()
         model, key, item, cost = _explore_job(request, served, default_model, limits)
-        try:
-            records, info = await batcher.submit(key, [item], [cost])
-        except QueueFull as e:
-            raise ApiError(503, None, str(e), headers={"Retry-After": str(e.retry_after_s)}) from None
-        except UserError as e:
-            raise ApiError(422, None, str(e)) from None
-        timing = Timing(queue_ms=_ms(info.queue_s), decode_ms=_ms(info.run_s), total_ms=_ms(time.perf_counter() - t0),
-                        batch_size=info.batch_items, batch_requests=info.batch_jobs, batches=info.batches)
+        records, timing = await _submit(batcher, key, [item], [cost], t0)
         return ExploreResponse(model=model.name, record=records[0], timing=timing)
 
     @app.get("/", include_in_schema=False)
@@ -174,12 +159,31 @@ def _add_routes(app: FastAPI, served: dict[str, ServedModel], default_model: str
         return FileResponse(STATIC_DIR / "index.html", media_type="text/html; charset=utf-8")
 
 
+async def _submit(batcher: DynamicBatcher, key, items: list, costs: list, t0: float) -> tuple[list, Timing]:
+    """Queue a request's items and wait for their results and the request's timing; a full queue is 503 with
+    Retry-After (the request was not queued), a decoding setting the checks let through a 422."""
+    try:
+        results, info = await batcher.submit(key, items, costs)
+    except QueueFull as e:
+        raise ApiError(503, None, str(e), headers={"Retry-After": str(e.retry_after_s)}) from None
+    except UserError as e:
+        raise ApiError(422, None, str(e)) from None
+    return results, Timing(queue_ms=_ms(info.queue_s), decode_ms=_ms(info.run_s),
+                           total_ms=_ms(time.perf_counter() - t0), batch_size=info.batch_items,
+                           batch_requests=info.batch_jobs, batches=info.batches)
+
+
+def _model(name: str | None, served: Mapping[str, ServedModel], default_model: str) -> ServedModel:
+    """The served model a request names (the default when it names none); an unknown name is 404."""
+    if name is not None and name not in served:
+        raise ApiError(404, "model", f"unknown model {name!r}; available: {', '.join(served)}")
+    return served[name or default_model]
+
+
 def _resolve(request: TranslateRequest, served: Mapping[str, ServedModel], default_model: str,
              limits: Limits) -> tuple[ServedModel, list[str], BatchKey]:
     """The checks that depend on the served models and the limits, which a pydantic class cannot know."""
-    if request.model is not None and request.model not in served:
-        raise ApiError(404, "model", f"unknown model {request.model!r}; available: {', '.join(served)}")
-    model = served[request.model or default_model]
+    model = _model(request.model, served, default_model)
     if (request.text is None) == (request.texts is None):
         raise ApiError(422, "text", "give exactly one of 'text' (a sentence) and 'texts' (a list of sentences)")
     texts = [request.text] if request.text is not None else list(request.texts or [])
@@ -206,9 +210,7 @@ def _resolve(request: TranslateRequest, served: Mapping[str, ServedModel], defau
 def _explore_job(request: ExploreRequest, served: Mapping[str, ServedModel], default_model: str,
                  limits: Limits) -> tuple[ServedModel, BatchKey, ExploreItem, int]:
     """The checks of an explore request that need the served models and the limits; its job and cost."""
-    if request.model is not None and request.model not in served:
-        raise ApiError(404, "model", f"unknown model {request.model!r}; available: {', '.join(served)}")
-    model = served[request.model or default_model]
+    model = _model(request.model, served, default_model)
     for field, text in (("text", request.text), ("prefix", request.prefix or "")):
         if len(text) > limits.max_text_chars:
             raise ApiError(422, field, f"the {field} has {len(text)} characters; at most {limits.max_text_chars} "
