@@ -31,6 +31,7 @@ from attnmt.forced import eval_mode, force
 from attnmt.models.attention import Attention
 from attnmt.search import beam_search
 from attnmt.special import BOS_ID, EOS_ID, PAD_ID
+from attnmt.translation import check_lengths, check_options
 
 __all__ = ["FORMAT", "MAX_TOP_K", "explore", "model_info", "prefix_ids", "what_if", "words_of"]
 
@@ -75,15 +76,12 @@ def explore(translator, sentence: str, beam: int | None = None, prefix: str | No
     if not 1 <= top_k <= MAX_TOP_K:
         raise UserError(f"top_k={top_k} is out of range; allowed: 1 to {MAX_TOP_K}")
     d = translator.config.decode
+    check_options(beam=beam)  # as translate() checks it
     beam = d.beam if beam is None else beam
-    if not 1 <= beam <= 100:
-        raise UserError(f"beam={beam} is out of range; allowed: 1 to 100")
     src_pieces = translator.src.tokens(sentence)
     if not src_pieces:
         raise UserError("the sentence is empty; give a sentence to translate")
-    if translator.max_src_tokens is not None and len(src_pieces) > translator.max_src_tokens:
-        raise UserError(f"the sentence has {len(src_pieces):,} tokens, more than the {translator.max_src_tokens:,} "
-                        "this translator accepts")
+    check_lengths([len(src_pieces)], translator.max_src_tokens)
     forced = prefix_ids(translator, prefix, prefix_tokens)
     check_prefix(forced, d.no_repeat_ngram)
     src_ids = translator.src.vocab.encode(src_pieces)

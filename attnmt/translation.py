@@ -1,17 +1,32 @@
 """What every translator shares (the model folder's, :class:`attnmt.translator.Translator`, and an exported
 model's, :class:`attnmt.ct2.translator.CT2Translator`): the Translation it returns, the refusal of a sentence
-too long, the checks of the decoding settings and the batches of similar length."""
+too long, the checks of the decoding settings and of a forced prefix, and the batches of similar length."""
 
 from __future__ import annotations
 
+import numbers
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from attnmt.config import STOPPING_RULES, load_config
+from attnmt.config import MAX_BEAM, MAX_COUNT, STOPPING_RULES, DecodeConfig, load_config
 from attnmt.data.batching import token_batches
 from attnmt.errors import UserError, closest
+from attnmt.typed import Range, declared_range
+
+# translate()'s numeric options and their ranges, those of the decode.* keys they stand for: the command line's
+# (attnmt.cli.common.OPTION_RANGES)
+DECODING_RANGES: dict[str, Range] = {
+    **{name: declared_range(DecodeConfig, key) for name, key in (
+        ("beam", "beam"), ("length_penalty", "length_penalty"), ("coverage_penalty", "coverage_penalty"),
+        ("min_len", "min_len"), ("no_repeat_ngram", "no_repeat_ngram"), ("max_len", "max_len_cap"),
+        ("workers", "workers"), ("batch_size", "batch_size"))},
+    "n_best": Range(1, MAX_BEAM),  # and at most the beam: check_decoding
+    "batch_tokens": Range(1, MAX_COUNT),
+}
+REAL_OPTIONS = ("length_penalty", "coverage_penalty")  # the others are integers
 
 
 class SentenceTooLong(UserError):
@@ -56,9 +71,48 @@ def sentence_list(sentences) -> list[str]:
     return list(sentences)
 
 
+def check_options(**options) -> None:
+    """translate()'s numeric options as given (None: the config's, already checked) checked as the command line
+    checks them: an integer (a number for the penalties), finite and within DECODING_RANGES; else a UserError
+    naming the option and what is allowed."""
+    for name, value in options.items():
+        if value is None:
+            continue
+        allowed, real = DECODING_RANGES[name], name in REAL_OPTIONS
+        if isinstance(value, bool) or not isinstance(value, numbers.Real if real else numbers.Integral):
+            raise UserError(f"{name}={value!r} is not {'a number' if real else 'an integer'}; allowed: "
+                            f"{allowed.describe()}")
+        try:
+            allowed.check(name, float(value) if real else int(value))
+        except UserError as e:
+            raise UserError(str(e).removeprefix("config: ")) from None
+
+
+def check_lengths(lengths: Sequence[int], limit: int | None) -> None:
+    """SentenceTooLong for the first sentence of more than ``limit`` tokens (None: no limit)."""
+    if limit is None:
+        return
+    for i, n in enumerate(lengths):
+        if n > limit:
+            raise SentenceTooLong(i, n, limit)
+
+
+def prefix_texts(prefix, single: bool, n: int) -> list[str | None] | None:
+    """Each of ``n`` sentences' forced prefix as text or None (None: no sentence has one), from translate()'s
+    ``prefix``: a str when ``single`` (one sentence given as a str), else a list of one str or None per sentence.
+    Anything else is a UserError."""
+    if prefix is None:
+        return None
+    texts = [prefix] if single and isinstance(prefix, str) else prefix
+    if not isinstance(texts, (list, tuple)) or len(texts) != n or \
+            not all(t is None or isinstance(t, str) for t in texts):
+        raise UserError("prefix: give a str for one sentence, or a list of one str (or None) per sentence")
+    return list(texts)
+
+
 def check_decoding(beam: int, n_best: int, workers: int, stopping: str) -> None:
-    if not 1 <= beam <= 100:
-        raise UserError(f"beam={beam} is out of range; allowed: 1 to 100")
+    if not 1 <= beam <= MAX_BEAM:
+        raise UserError(f"beam={beam} is out of range; allowed: 1 to {MAX_BEAM}")
     if not 1 <= n_best <= beam:
         raise UserError(f"n_best={n_best} is out of range; allowed: 1 to the beam size ({beam})")
     if workers < 1:

@@ -18,11 +18,14 @@ from attnmt.models import build_model
 from attnmt.parallel import map_in_processes
 from attnmt.search import beam_search, greedy_search
 from attnmt.translation import (
-    SentenceTooLong,
+    SentenceTooLong,  # noqa: F401 (re-exported: attnmt.cli, tests)
     Translation,
     check_decoding,
+    check_lengths,
+    check_options,
     decoding_batches,
     model_config,
+    prefix_texts,
     sentence_list,
 )
 
@@ -82,14 +85,17 @@ class Translator:
         sentence (:func:`attnmt.search.beam_search`). ``min_len``, ``no_repeat_ngram`` (default ``decode.*``):
         :mod:`attnmt.constraints`; ``max_len``: a cap on the output length (default ``decode.max_len_cap``).
         ``sampling`` (:class:`attnmt.sampling.Sampling`): draw ``n_best`` samples per sentence instead of
-        searching (no beam), seeded per batch.
-        ``length_penalty``, ``coverage_penalty`` (default ``decode.*``): GNMT's alpha and beta
-        (:mod:`attnmt.search`); the coverage penalty needs a model with attention and applies to beam search.
-        ``prefix``: the start the translation must have (text in the target language; a str for one sentence,
-        a list with a str or None per sentence for a list); the rest is the best continuation found
-        (:mod:`attnmt.constraints`). :meth:`explore` shows a sentence's decoding step by step.
+        searching (no beam), seeded per batch. ``length_penalty``, ``coverage_penalty`` (default ``decode.*``):
+        GNMT's alpha and beta (:mod:`attnmt.search`); the coverage penalty needs a model with attention and
+        applies to beam search. ``prefix``: the start the translation must have (text in the target language; a
+        str for one sentence, a list with a str or None per sentence for a list); the rest is the best
+        continuation found (:mod:`attnmt.constraints`). :meth:`explore` shows a sentence's decoding step by
+        step. A number out of its option's range, or not finite, is a UserError, as on the command line.
         """
         single, sentences = isinstance(sentences, str), sentence_list(sentences)
+        check_options(beam=beam, n_best=n_best, length_penalty=length_penalty, coverage_penalty=coverage_penalty,
+                      min_len=min_len, no_repeat_ngram=no_repeat_ngram, max_len=max_len, workers=workers,
+                      batch_size=batch_size, batch_tokens=batch_tokens)
         d = self.config.decode
         extra = self._extra_settings(beam, n_best, min_len, no_repeat_ngram, max_len, sampling)
         extra["coverage_penalty"] = self.coverage_beta(coverage_penalty, sampling)
@@ -101,7 +107,7 @@ class Translator:
         # An empty line still gets a translation (of nothing): keep line counts equal.
         src_ids = [self.src.vocab.encode(toks) for toks in src_tokens]
         forced = self._prefixes(prefix, single, len(sentences), extra["no_repeat_ngram"])
-        self._check_lengths(src_ids)
+        check_lengths([len(ids) for ids in src_ids], self.max_src_tokens)
         results: list[Translation | None] = [
             None if ids else Translation(sentence, "", [], [], None, 0.0) for sentence, ids in zip(sentences, src_ids)]
         batches = decoding_batches(src_ids, batch_tokens, d.batch_size if batch_size is None else batch_size)
@@ -123,11 +129,6 @@ class Translator:
                     results[i] = translation
         return results[0] if single else results  # type: ignore[return-value]
 
-    def _check_lengths(self, src_ids: list[list[int]]) -> None:
-        for i, ids in enumerate(src_ids):
-            if self.max_src_tokens is not None and len(ids) > self.max_src_tokens:
-                raise SentenceTooLong(i, len(ids), self.max_src_tokens)
-
     def _best(self, sentence: str, src_tokens: list[str], hyps) -> Translation:
         """The best of a sentence's hypotheses as a Translation, with all of them as its n-best list."""
         options = [self._translation(sentence, src_tokens, h) for h in hyps]
@@ -148,12 +149,9 @@ class Translator:
         """Each sentence's forced prefix as target ids (None: no sentence has one); checked (UserError)."""
         from attnmt.constraints import check_prefix
 
-        if prefix is None:
+        texts = prefix_texts(prefix, single, n)
+        if texts is None:
             return None
-        texts = [prefix] if single and isinstance(prefix, str) else prefix
-        if not isinstance(texts, (list, tuple)) or len(texts) != n or \
-                not all(t is None or isinstance(t, str) for t in texts):
-            raise UserError("prefix: give a str for one sentence, or a list of one str (or None) per sentence")
         ids = [self.tgt.ids(t) if t else [] for t in texts]
         for tokens in ids:
             check_prefix(tokens, no_repeat_ngram)

@@ -103,17 +103,19 @@ def test_align_prepare_pretokenized_keeps_the_text_as_it_is(tmp_path):
     assert pairs[0] == f"{raw[0][1]}\t{raw[0][0]}" and pairs[0].endswith(".")  # Romanian-first TSV, swapped
     assert not pairs[0].endswith(" .")
     manifest = json.loads((data / "align.json").read_text(encoding="utf-8"))
-    assert (manifest["pretokenize"], manifest["links"], manifest["pairs"]["equal_to_gold"]) == ("none", None, 0)
+    # the gold sentences leave by their letters and digits, though the raw lines keep their punctuation attached
+    assert (manifest["pretokenize"], manifest["links"], manifest["pairs"]["equal_to_gold"]) == ("none", None, 2)
     assert not list(data.glob("*.links"))
 
 
 def test_a_new_pair_from_corpus_files_to_the_table(tmp_path, capsys):
-    """German-Romanian end to end at tiny size: prepare (the gold's sentences dropped from the training text),
-    the configs of the template, a guided pair trained from them, the table with only the baselines asked for."""
+    """German-Romanian end to end at tiny size: prepare (the gold's sentences dropped from the training text, a
+    test set written), the configs of the template, a guided pair trained from them, the table with only the
+    baselines asked for and BLEU on the test set."""
     pytest.importorskip("eflomal", reason="eflomal is not installed (pip install 'attnmt[align]')")
     paths = _corpora(tmp_path / "corpora")
     data = tmp_path / "data" / "align_dero"
-    assert _prepare(paths, data) == 0
+    assert _prepare(paths, data, "--test", str(paths["de"]), str(paths["ro"]), "--test-lines", "5") == 0
     pairs = gzip.open(data / "train.tsv.gz", "rt", encoding="utf-8").read().splitlines()
     manifest = json.loads((data / "align.json").read_text(encoding="utf-8"))
     assert manifest["pairs"] == {"read": 82, "empty": 0, "equal_to_gold": 2, "kept": 80}
@@ -139,11 +141,21 @@ def test_a_new_pair_from_corpus_files_to_the_table(tmp_path, capsys):
     counts = next(e for e in events if "guided" in e)
     assert (counts["guided"], counts["unguided"]) == (80 - 8 + 5, 2 * 20)  # the gold's copies never guided
 
+    # the test set's references: the forward model's own beam-5 output, upper-cased (BLEU 100 when lowercased)
+    test_de = data / "test.de"
+    assert len(test_de.read_text(encoding="utf-8").splitlines()) == 5
+    assert attnmt(["translate", "--model", str(models[0]), "--beam", "5", "--input", str(test_de), "--output",
+                   str(tmp_path / "hyp.ro")]) == 0
+    own = (tmp_path / "hyp.ro").read_text(encoding="utf-8")
+    assert len(own.split()) >= 4 * 5, own  # enough 4-grams for a BLEU of 100
+    (tmp_path / "ref.ro").write_text(own.upper(), encoding="utf-8")
+
     capsys.readouterr()
     out = tmp_path / "table.json"
     assert attnmt(["align-table", "--src", str(paths["gold.de"]), "--tgt", str(paths["gold.ro"]), "--gold",
                    str(paths["gold.links"]), "--model", f"dero={models[0]},{models[1]}", "--baseline", "diagonal",
-                   "--out", str(out)]) == 0
+                   "--test-src", str(test_de), "--test-tgt", str(tmp_path / "ref.ro"), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
     table = json.loads(out.read_text(encoding="utf-8"))
     rows = {r["row"]: r for r in table["rows"]}
     # diagonal: word j to word j in both pairs (equal lengths): 14 links; sure hits 5 + 5 of 7 + 5 sure links,
@@ -153,6 +165,11 @@ def test_a_new_pair_from_corpus_files_to_the_table(tmp_path, capsys):
     assert not any(r.startswith("eflomal") for r in rows)  # only the baselines asked for
     assert {"dero: attention shift agreement", "dero: attention shift-mutual"} <= set(rows)
     assert table["models"]["dero"]["reverse"]["test_sentences"] == 4
+    forward, reverse = (table["models"]["dero"][k]["test_files"] for k in ("forward", "reverse"))
+    assert (forward["bleu"], forward["sentences"]) == (100.0, 5)
+    assert {"case:lc", "tok:13a"} <= set(forward["bleu_signature"].split("|"))
+    assert (reverse["src"], reverse["ref"]) == (str(tmp_path / "ref.ro"), str(test_de))  # the pair swapped
+    assert "| dero forward | 4 |" in printed and "| 100.00 (5) |" in printed
 
 
 def test_align_table_names_a_bad_model_spec_in_one_line(tmp_path, capsys):

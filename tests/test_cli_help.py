@@ -27,6 +27,15 @@ def test_every_option_of_every_command_has_a_help_text():
     assert not missing, f"options without a help text: {', '.join(missing)}"
 
 
+def test_the_thread_options_are_declared_once_for_every_command_that_has_them():
+    commands = _commands(build_parser())
+    for flag in ("--threads", "--inter-threads"):
+        found = {name: (a.type, a.default, a.help) for name, sub in commands.items() for a in sub._actions
+                 if flag in a.option_strings}
+        assert set(found) == {"translate", "evaluate", "serve"}, flag
+        assert len(set(found.values())) == 1, found  # one declaration: the same type, default and help
+
+
 @pytest.mark.parametrize("argv, expected", [
     (["translate", "--model", "m", "--beam", "five"], "attnmt: error: translate: argument --beam: invalid int value: "
                                                        "'five'; see attnmt translate --help"),

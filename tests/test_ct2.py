@@ -194,6 +194,15 @@ def test_serve_round_trip(exported, transformer, sources):
         assert answers["ct2"]["translations"][0]["alignment"] == answers["tf"]["translations"][0]["alignment"]
         r = client.post("/explore", json={"model": "ct2", "text": sources[0]})
         assert r.status_code == 422 and "exported" in r.text
+        r = client.post("/translate", json={"model": "ct2", "text": sources[0], "attention_heads": True})
+        message = r.json()["error"]["message"]
+        assert r.status_code == 422 and r.json()["error"]["field"] == "attention_heads"
+        # what it cannot do (each head), and what it can: the attention the export chose (here the last layer's,
+        # heads averaged), and the links read off it
+        record = json.loads((exported / "attnmt_export.json").read_text())
+        assert record["attention_layer"] == 1 and record["attention_head"] is None
+        assert "exported (CTranslate2)" in message and "one attention per sentence (layer 1, the heads averaged)" \
+            in message and '"alignment"' in message and "\n" not in message
 
 
 def test_the_benchmark_runs_at_tiny_size(transformer, tiny_corpus, tmp_path):
@@ -212,6 +221,20 @@ def test_the_benchmark_runs_at_tiny_size(transformer, tiny_corpus, tmp_path):
     for engine in ENGINES:
         assert len(row[engine]["seconds"]) == 2 and row[engine]["sentences_per_s"] > 0
         assert row[engine]["peak_rss_mb"] > 0 and 0 <= row[engine]["chrf"] <= 100
+
+
+def test_both_translators_check_prefixes_and_options_alike(exported, transformer, sources):
+    refusals = []
+    for translator in (load(transformer), load(exported)):
+        for options in ({"prefix": ["x"]}, {"prefix": [3, None]}, {"length_penalty": float("nan")},
+                        {"coverage_penalty": float("inf")}, {"beam": 101}):
+            with pytest.raises(UserError) as refused:
+                translator.translate(sources[:2], **options)
+            refusals.append(str(refused.value))
+    assert refusals[:5] == refusals[5:]
+    assert refusals[0] == refusals[1] == "prefix: give a str for one sentence, or a list of one str (or None) per " \
+                                         "sentence"
+    assert refusals[2] == "length_penalty=nan is not a finite number; allowed: >= 0.0 and <= 10.0"
 
 
 def test_a_source_longer_than_the_position_table_is_refused(exported):

@@ -156,6 +156,19 @@ def test_bad_settings_are_one_clear_line(translators, kwargs, words):
         explore(translators["rnnsearch"], SENTENCE, **kwargs)
 
 
+@pytest.mark.parametrize("beam, limit", [(0, None), (101, None), (2.5, None), (None, 2)])
+def test_explore_refuses_what_translate_refuses_in_the_same_words(models, beam, limit):
+    translator = load(models["rnnsearch"])  # its own: max_src_tokens is changed
+    translator.max_src_tokens = limit
+    refusals = []
+    for run in (lambda: translator.translate(SENTENCE, beam=beam), lambda: explore(translator, SENTENCE, beam=beam)):
+        with pytest.raises(UserError) as refused:
+            run()
+        refusals.append(str(refused.value))
+    assert refusals[0] == refusals[1]
+    assert refusals[0].startswith(f"beam={beam} " if limit is None else "sentence 1 has 4 tokens, more than the 2")
+
+
 def test_a_prefix_that_no_repeat_ngram_forbids_is_refused(translators):
     translator = translators["rnnsearch"]
     with pytest.raises(UserError, match="repeats the 1-gram"):

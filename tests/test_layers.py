@@ -20,7 +20,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("leaf", ("attnmt.errors", "attnmt.registry", "attnmt.typed", "attnmt.special", "attnmt.config",
               "attnmt.schedulers", "attnmt.checkpoint", "attnmt.model_folder", "attnmt.runlog", "attnmt.trainlog",
               "attnmt.distributed", "attnmt.parallel", "attnmt.reference", "attnmt.cross_entropy", "attnmt.optim",
-              "attnmt.model_size")),
+              "attnmt.model_size", "attnmt.moved_keys")),
     ("models and data", ("attnmt.models", "attnmt.data")),
     ("search, translator, train", ("attnmt", "attnmt.search", "attnmt.constraints", "attnmt.sampling",
                                    "attnmt.beam_tree", "attnmt.explore", "attnmt.ensemble", "attnmt.forced",

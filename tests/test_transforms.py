@@ -163,6 +163,17 @@ def test_a_changed_transform_makes_the_store_stale(tiny_corpus, tmp_path):
     ([{"name": "joined_pairs", "count": 0}], "data.transforms[0].count=0 is out of range"),
     ([{"name": "joined_pairs", "count": 5, "max_parts": 1}], "data.transforms[0].max_parts=1 is out of range"),
     ([{"name": "drop_final_punct", "fraction": 1.5}], "data.transforms[0].fraction=1.5 is out of range"),
+    # the counts are bounded: what a transform adds is held in memory
+    ([{"name": "joined_pairs", "count": 10**12}], "config: data.transforms[0].count=1000000000000 is out of range "
+                                                   "for joined_pairs; allowed: 1 to 10,000,000"),
+    ([{"name": "joined_pairs", "count": 5, "max_parts": 10**6}], "data.transforms[0].max_parts=1000000 is out of "
+                                                                  "range for joined_pairs; allowed: 2 to 100"),
+    ([{"name": "align_text", "src": "a", "tgt": "b", "copies": 10**6}],
+     "data.transforms[0].copies=1000000 is out of range for align_text; allowed: 1 to 1,000"),
+    ([{"name": "synthetic", "train": 10**9}], "data.transforms[0].train=1000000000 is out of range for synthetic; "
+                                              "allowed: 1 to 10,000,000"),
+    ([{"name": "synthetic", "max_len": 10**6}], "data.transforms[0].max_len=1000000 is out of range for synthetic; "
+                                                "allowed: 4 to 1,000"),
     ([{"name": "align_text", "src": "a"}], "data.transforms[0] needs src and tgt"),
     ([{"name": "links"}], "data.transforms[0] needs path"),
     ([{"name": "links", "path": "a"}, {"name": "links", "path": "b"}], "data.transforms[1] repeats links"),

@@ -5,11 +5,16 @@ as Tatoeba's English-first files for a pair whose source is not English; two lin
 gold set's two sentence files, :func:`prepare_alignment` writes a folder that the configs of
 :mod:`attnmt.align.template` read:
 
-* ``train.tsv.gz``: the training pairs, source TAB target, pretokenized (:mod:`attnmt.data.pretokenize`)
-  and without any pair whose source or target equals a gold sentence (ignoring case and spacing): the
-  gold set's text never carries guidance, whatever corpus line it also stands on;
-* ``gold.SRC`` and ``gold.TGT``: the gold sentences as given, which the configs add to training
-  without links (a statistical aligner sees the text it aligns, so the models do too);
+* ``train.tsv.gz``: the training pairs, source TAB target, pretokenized (:mod:`attnmt.data.pretokenize`),
+  accents folded with ``fold_accents`` (:func:`attnmt.data.pretokenize.fold_accents`, for text such as the
+  Hansards release that spells French in ASCII), and without any pair whose source or target is a gold
+  sentence by :func:`match_key` (its letters and digits, lowercased, accents folded): the gold set's text
+  never carries guidance, whatever corpus line it also stands on;
+* ``gold.SRC`` and ``gold.TGT``: the gold sentences as given (accents folded with ``fold_accents``), which
+  the configs add to training without links (a statistical aligner sees the text it aligns, so the models
+  do too);
+* ``test.SRC`` and ``test.TGT`` (with ``test``): the first pairs of a held-out test corpus, prepared as the
+  training pairs are, for BLEU beside the alignment scores (``attnmt align-table --test-src``);
 * ``train.SRC-TGT.links`` and ``train.TGT-SRC.links``: eflomal's links of the training pairs,
   symmetrized with grow-diag-final-and, as guided alignment's supervision (0-based Pharaoh, one line per
   pair of train.tsv.gz; the second file turned to (target, source)); ``train.directional.*.links``:
@@ -21,17 +26,22 @@ gold set's two sentence files, :func:`prepare_alignment` writes a folder that th
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
+import re
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from attnmt.errors import UserError
 
 MANIFEST = "align.json"
+TEST_LINES = 1000  # the test pairs align-prepare --test writes by default
 Pair = tuple[str, str]
+Counts = dict[str, int]
+_NOT_LETTER_OR_DIGIT = re.compile(r"[\W_]+")  # \w is str.isalnum() and "_"
 
 
 @dataclass
@@ -72,27 +82,59 @@ def format_check(check: dict, side: str) -> str:
     return "\n".join(out)
 
 
-def _same(text: str) -> str:
-    return " ".join(text.split()).lower()
+def match_key(text: str) -> str:
+    """What the gold check compares: ``text`` lowercased, accents folded, only its letters and digits kept
+    (``Oh, oh!`` and ``oh , oh !`` match; ``l'été`` and ``l' ete`` too)."""
+    from attnmt.data.pretokenize import fold_accents
+
+    return _NOT_LETTER_OR_DIGIT.sub("", fold_accents(text.lower()))
+
+
+def gold_keys(gold: Sequence[Pair]) -> tuple[set[str], set[str]]:
+    """The :func:`match_key` of each gold source and target sentence; a key with no letter or digit matches
+    nothing."""
+    return {match_key(s) for s, _ in gold} - {""}, {match_key(t) for _, t in gold} - {""}
+
+
+def _kept(pairs: Iterable[Pair], src_tok: Callable[[str], str], tgt_tok: Callable[[str], str],
+          keys: tuple[set[str], set[str]], counts: Counts) -> Iterator[Pair]:
+    """``pairs`` prepared, without empty pairs, pairs with a TAB and pairs whose source or target matches a
+    gold sentence (``keys``); ``counts`` counts each as they are read."""
+    for src, tgt in pairs:
+        counts["read"] += 1
+        src, tgt = src_tok(src), tgt_tok(tgt)
+        if not src or not tgt or "\t" in src + tgt:
+            counts["empty"] += 1
+        elif match_key(src) in keys[0] or match_key(tgt) in keys[1]:
+            counts["equal_to_gold"] += 1
+        else:
+            yield src, tgt
 
 
 def training_pairs(corpora: Sequence[Corpus], src_tok: Callable[[str], str], tgt_tok: Callable[[str], str],
-                   gold: Sequence[Pair]) -> tuple[list[Pair], dict]:
+                   gold: Sequence[Pair]) -> tuple[list[Pair], Counts]:
     """The corpora's pairs pretokenized, without empty pairs, pairs with a TAB, and pairs whose source or
-    target equals a gold sentence; the counts of each."""
-    gold_src, gold_tgt = {_same(s) for s, _ in gold}, {_same(t) for _, t in gold}
-    kept: list[Pair] = []
+    target matches a gold sentence (:func:`match_key`); the counts of each."""
+    keys, counts = gold_keys(gold), {"read": 0, "empty": 0, "equal_to_gold": 0}
+    kept = [pair for corpus in corpora for pair in _kept(corpus.pairs(), src_tok, tgt_tok, keys, counts)]
+    counts["kept"] = len(kept)
+    return kept, counts
+
+
+def held_out_pairs(src: str | Path, tgt: str | Path, lines: int, src_tok: Callable[[str], str],
+               tgt_tok: Callable[[str], str], gold: Sequence[Pair]) -> tuple[list[Pair], Counts]:
+    """The first ``lines`` pairs of two line-aligned files prepared as :func:`training_pairs` prepares the
+    training pairs, and the counts of the lines read to find them."""
+    from attnmt.data.corpus import read_parallel
+
+    if lines < 1:
+        raise UserError(f"align-prepare --test-lines {lines}: give the number of test pairs to write, 1 or more "
+                        f"(default {TEST_LINES})")
     counts = {"read": 0, "empty": 0, "equal_to_gold": 0}
-    for corpus in corpora:
-        for src, tgt in corpus.pairs():
-            counts["read"] += 1
-            src, tgt = src_tok(src), tgt_tok(tgt)
-            if not src or not tgt or "\t" in src + tgt:
-                counts["empty"] += 1
-            elif _same(src) in gold_src or _same(tgt) in gold_tgt:
-                counts["equal_to_gold"] += 1
-            else:
-                kept.append((src, tgt))
+    kept = list(itertools.islice(_kept(read_parallel(src, tgt), src_tok, tgt_tok, gold_keys(gold), counts), lines))
+    if not kept:
+        raise UserError(f"align-prepare --test {src} {tgt}: no test pairs left of {counts['read']} read (empty, or "
+                        "matching a gold sentence); give other test files")
     counts["kept"] = len(kept)
     return kept, counts
 
@@ -119,24 +161,79 @@ def read_manifest(data_dir: str | Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+def _write_lines(path: Path, lines: Iterable[str]) -> None:
+    path.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+
+
+def _write_gold(path: Path, given: str | Path, fold: bool) -> None:
+    """The gold sentence file as given, accents folded when ``fold`` (a character mapping: every line and
+    word stays where it was)."""
+    from attnmt.data.pretokenize import fold_accents
+
+    if not fold:
+        shutil.copyfile(given, path)
+        return
+    with open(given, encoding="utf-8", newline="") as f:
+        text = f.read()
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        f.write(fold_accents(text))
+
+
+def _write_test(out: Path, given: tuple[str | Path, str | Path], held_out: tuple[list[Pair], Counts],
+                src_lang: str, tgt_lang: str, say: Callable[[str], None]) -> dict:
+    """test.SRC and test.TGT; what align.json says of them."""
+    pairs, counts = held_out
+    written = [f"test.{src_lang}", f"test.{tgt_lang}"]
+    for k, name in enumerate(written):
+        _write_lines(out / name, (pair[k] for pair in pairs))
+    say(f"{counts['kept']} test pairs, the first of {given[0]} + {given[1]} ({counts['read']} lines read), in "
+        f"{out}/{written[0]}, {written[1]}")
+    return {"src": str(given[0]), "tgt": str(given[1]), "files": written, "pairs": counts}
+
+
+def _write_eflomal_links(pairs: Sequence[Pair], out: Path, src_lang: str, tgt_lang: str,
+                         say: Callable[[str], None]) -> str:
+    from attnmt.align.eflomal import eflomal_align
+    from attnmt.align.links import symmetrize
+
+    started = time.perf_counter()
+    forward, reverse = eflomal_align([s.lower() for s, _ in pairs], [t.lower() for _, t in pairs])
+    write_links(symmetrize(forward, reverse, "grow-diag-final-and"), out / "train", src_lang, tgt_lang)
+    write_links(forward, out / "train.directional", src_lang, tgt_lang, reverse=reverse)
+    say(f"eflomal's links of the training pairs in {out}/train.{src_lang}-{tgt_lang}.links, "
+        f"train.{tgt_lang}-{src_lang}.links (each direction's own: train.directional.*) "
+        f"({time.perf_counter() - started:.0f} s)")
+    return "eflomal grow-diag-final-and"
+
+
+def _preparers(pretokenize: str, src_lang: str, tgt_lang: str, fold: bool) -> list[Callable[[str], str]]:
+    """Each side's pretokenizer, followed by fold_accents when ``fold``."""
+    from attnmt.data.pretokenize import fold_accents, pretokenizer
+
+    tokenizers = [pretokenizer(pretokenize, src_lang), pretokenizer(pretokenize, tgt_lang)]
+    return [(lambda text, tok=tok: fold_accents(tok(text))) if fold else tok for tok in tokenizers]
+
+
 def prepare_alignment(src_lang: str, tgt_lang: str, corpora: Sequence[Corpus], gold_src: str | Path,
                       gold_tgt: str | Path, out_dir: str | Path, pretokenize: str = "words",
-                      links: bool = True, say: Callable[[str], None] = print) -> dict:
-    """Write the folder the module docstring describes; returns what ``align.json`` holds."""
+                      links: bool = True, say: Callable[[str], None] = print, fold_accents: bool = False,
+                      test: tuple[str | Path, str | Path] | None = None, test_lines: int = TEST_LINES) -> dict:
+    """Write the folder the module docstring describes; returns what ``align.json`` holds. ``test``: a
+    held-out corpus's two line-aligned files, of which the first ``test_lines`` pairs are written."""
     from attnmt.data.corpus import read_parallel
-    from attnmt.data.pretokenize import pretokenizer
 
     if src_lang == tgt_lang or not src_lang or not tgt_lang:
         raise UserError(f"--src-lang {src_lang!r} and --tgt-lang {tgt_lang!r}: give the two languages of the pair, "
                         "e.g. --src-lang de --tgt-lang en")
     if not corpora:
         raise UserError("align-prepare: no training text; give --tsv FILE, --tsv-swapped FILE or --parallel SRC TGT")
-    src_tok, tgt_tok = pretokenizer(pretokenize, src_lang), pretokenizer(pretokenize, tgt_lang)
+    src_tok, tgt_tok = _preparers(pretokenize, src_lang, tgt_lang, fold_accents)
     gold = read_parallel(gold_src, gold_tgt)
     checks = {side: gold_check([p[k] for p in gold], pretokenize, lang)
               for k, (side, lang) in enumerate((("source", src_lang), ("target", tgt_lang)))}
     for side, check in checks.items():
         say(format_check(check, f"gold {side} ({gold_src if side == 'source' else gold_tgt})"))
+    held_out = held_out_pairs(*test, test_lines, src_tok, tgt_tok, gold) if test else None  # before the long part
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
@@ -145,26 +242,19 @@ def prepare_alignment(src_lang: str, tgt_lang: str, corpora: Sequence[Corpus], g
         raise UserError(f"align-prepare: no training pairs left of {counts['read']} read; check the corpora")
     with gzip.open(out / "train.tsv.gz", "wt", encoding="utf-8") as f:
         f.writelines(f"{s}\t{t}\n" for s, t in pairs)
-    shutil.copyfile(gold_src, out / f"gold.{src_lang}")
-    shutil.copyfile(gold_tgt, out / f"gold.{tgt_lang}")
+    _write_gold(out / f"gold.{src_lang}", gold_src, fold_accents)
+    _write_gold(out / f"gold.{tgt_lang}", gold_tgt, fold_accents)
+    folded = ", accents folded" if fold_accents else ""
     say(f"{counts['kept']} training pairs of {counts['read']} in {out / 'train.tsv.gz'} ({counts['empty']} empty, "
-        f"{counts['equal_to_gold']} dropped: source or target equal to a gold sentence); the gold sentences in "
-        f"{out}/gold.{src_lang}, gold.{tgt_lang} ({time.perf_counter() - started:.0f} s)")
-    manifest = {"src_lang": src_lang, "tgt_lang": tgt_lang, "pretokenize": pretokenize,
+        f"{counts['equal_to_gold']} dropped: source or target matches a gold sentence); the gold sentences in "
+        f"{out}/gold.{src_lang}, gold.{tgt_lang}{folded} ({time.perf_counter() - started:.0f} s)")
+    manifest = {"src_lang": src_lang, "tgt_lang": tgt_lang, "pretokenize": pretokenize, "fold_accents": fold_accents,
                 "corpora": [c.name() + (" (target first)" if c.swapped else "") for c in corpora],
                 "gold_src": str(gold_src), "gold_tgt": str(gold_tgt), "gold_pairs": len(gold), "pairs": counts,
-                "gold_check": checks, "links": None}
+                "gold_check": checks, "test": None, "links": None}
+    if held_out:
+        manifest["test"] = _write_test(out, test, held_out, src_lang, tgt_lang, say)
     if links:
-        from attnmt.align.eflomal import eflomal_align
-        from attnmt.align.links import symmetrize
-
-        started = time.perf_counter()
-        forward, reverse = eflomal_align([s.lower() for s, _ in pairs], [t.lower() for _, t in pairs])
-        write_links(symmetrize(forward, reverse, "grow-diag-final-and"), out / "train", src_lang, tgt_lang)
-        write_links(forward, out / "train.directional", src_lang, tgt_lang, reverse=reverse)
-        manifest["links"] = "eflomal grow-diag-final-and"
-        say(f"eflomal's links of the training pairs in {out}/train.{src_lang}-{tgt_lang}.links, "
-            f"train.{tgt_lang}-{src_lang}.links (each direction's own: train.directional.*) "
-            f"({time.perf_counter() - started:.0f} s)")
+        manifest["links"] = _write_eflomal_links(pairs, out, src_lang, tgt_lang, say)
     (out / MANIFEST).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return manifest

@@ -6,11 +6,12 @@ import json
 import sys
 from pathlib import Path
 
+from attnmt.cli.common import refuse_overwrite
 from attnmt.errors import UserError
 
 
 def cmd_align_prepare(args) -> None:
-    from attnmt.align.prepare import Corpus, format_check, gold_check, prepare_alignment
+    from attnmt.align.prepare import TEST_LINES, Corpus, format_check, gold_check, prepare_alignment
     from attnmt.data.corpus import read_parallel
 
     pretokenize = "none" if args.pretokenized else args.pretokenize
@@ -21,10 +22,14 @@ def cmd_align_prepare(args) -> None:
         return
     if not args.out_dir:
         raise UserError("align-prepare: give --out-dir DIR, the folder to write (e.g. data/align_deen)")
+    if args.test_lines is not None and not args.test:
+        raise UserError("align-prepare --test-lines: it counts the pairs of --test SRC_FILE TGT_FILE; give --test "
+                        "too, or leave --test-lines out")
     corpora = ([Corpus(tsv=f) for f in args.tsv or []] + [Corpus(tsv=f, swapped=True) for f in args.tsv_swapped or []]
                + [Corpus(src=s, tgt=t) for s, t in args.parallel or []])
     prepare_alignment(args.src_lang, args.tgt_lang, corpora, args.gold_src, args.gold_tgt, args.out_dir,
-                      pretokenize=pretokenize, links=not args.no_links)
+                      pretokenize=pretokenize, links=not args.no_links, fold_accents=args.fold_accents,
+                      test=args.test, test_lines=TEST_LINES if args.test_lines is None else args.test_lines)
 
 
 def cmd_align_config(args) -> None:
@@ -36,13 +41,19 @@ def cmd_align_config(args) -> None:
 
 
 def cmd_align_table(args) -> None:
-    from attnmt.align.table import alignment_table, format_table
+    from attnmt.align.table import alignment_table, format_bleu, format_table
 
-    if args.out and Path(args.out).exists() and not args.overwrite:
-        raise UserError(f"{args.out} exists; choose another --out or pass --overwrite")
+    if args.out:
+        refuse_overwrite(Path(args.out), args.overwrite)
+    if (args.test_src is None) != (args.test_tgt is None):
+        raise UserError("align-table: give --test-src and --test-tgt together (a test set's two line-aligned files, "
+                        "e.g. the test.SRC and test.TGT of align-prepare --test), or neither")
     table = alignment_table(args.src, args.tgt, args.gold, models=args.model or (), baselines=args.baseline or (),
-                            eflomal_corpus=args.eflomal_corpus, checkpoint=args.checkpoint, beam=args.beam)
+                            eflomal_corpus=args.eflomal_corpus, checkpoint=args.checkpoint, beam=args.beam,
+                            test=(args.test_src, args.test_tgt) if args.test_src else None)
     print(format_table(table["rows"]))
+    if table["models"].keys() - {"baselines"}:
+        print(format_bleu(table["models"]))
     if args.out:
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -75,6 +86,15 @@ def _register_prepare(sub) -> None:
     p.add_argument("--check", action="store_true",
                    help="only report how many gold lines the pretokenizer would change, and list them; write nothing")
     p.add_argument("--show", type=int, default=10, help="with --check: list at most N changed lines per side")
+    p.add_argument("--fold-accents", action="store_true",
+                   help="write accented letters as plain ASCII in every corpus, the test pairs and the gold sentences "
+                        "(é -> e, ç -> c, œ -> oe, « » -> \"), as the Canadian Hansards release spells French; "
+                        "each word stays one word")
+    p.add_argument("--test", nargs=2, metavar=("SRC_FILE", "TGT_FILE"),
+                   help="a held-out corpus as two line-aligned files: its first --test-lines pairs, prepared as the "
+                        "training pairs are, become test.SRC and test.TGT (BLEU for align-table --test-src)")
+    p.add_argument("--test-lines", type=int, default=None, metavar="N",
+                   help="with --test: how many test pairs to write (default 1000)")
     p.add_argument("--no-links", action="store_true",
                    help="skip eflomal's guidance links (unguided recipes only)")
     p.add_argument("--out-dir", help="the folder to write, under data/ (e.g. data/align_deen)")
@@ -109,7 +129,11 @@ def register(sub) -> None:
                                             "from beside the gold sentences (default: the first model's corpus)")
     p.add_argument("--checkpoint", default="best", help="which checkpoint of every model folder: best, last, "
                                                         "averaged or stepN")
-    p.add_argument("--beam", type=int, default=5, help="beam size of the BLEU on each model's test set (default 5)")
+    p.add_argument("--test-src", metavar="FILE",
+                   help="also score each model's BLEU on this test set (sacreBLEU 13a, lowercased), e.g. the test.SRC "
+                        "of align-prepare --test; the reverse model translates --test-tgt into it")
+    p.add_argument("--test-tgt", metavar="FILE", help="the references of --test-src, line-aligned with it")
+    p.add_argument("--beam", type=int, default=5, help="beam size of the BLEU on each model's test sets (default 5)")
     p.add_argument("--out", help="write the table as JSON here")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     p.set_defaults(func=cmd_align_table)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from attnmt.cli.common import add_alignment_args, add_checkpoint_arg, refuse_overwrite
+from attnmt.cli.common import add_alignment_args, add_checkpoint_arg, add_thread_args, refuse_overwrite
 from attnmt.errors import UserError
 
 
@@ -135,11 +135,7 @@ def register(sub) -> None:
 
 
 def _add_engine_args(p) -> None:
-    p.add_argument("--threads", type=int, default=None,
-                   help="threads for decoding: torch's, or CTranslate2's per batch for an exported model (default: "
-                        "the library's)")
-    p.add_argument("--inter-threads", type=int, default=1,
-                   help="exported (CTranslate2) models: batches decoded at the same time (default: 1)")
+    add_thread_args(p)
     p.add_argument("--int8", action="store_true", help="int8 linear layers: faster decoding at about the same BLEU")
 
 

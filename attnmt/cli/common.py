@@ -62,6 +62,7 @@ OPTION_RANGES: dict[str, Range] = {
     "max_queue_cost": Range(), "max_batch_cost": Range(),
     "examples": Range(), "what_if": Range(),  # explore: attnmt.serve.export.run_export
     "show": Range(0, None),  # align-prepare --check: changed lines listed
+    "test_lines": Range(1, MAX_COUNT),  # align-prepare --test: test pairs written
 }
 
 
@@ -121,16 +122,21 @@ def add_model_args(p, ensemble: bool = False) -> None:
                    help="int8 linear layers: faster decoding on a CPU at about the same BLEU")
 
 
-def add_decode_args(p) -> None:
-    """The decoding options of translate and evaluate: workers, stopping, length, repetition, sampling."""
-    p.add_argument("--workers", type=int, default=None,
-                   help="CPU only: decode batches in N processes of one thread each, e.g. one per core "
-                        "(default: decode.workers, 1)")
+def add_thread_args(p) -> None:
+    """--threads and --inter-threads: how many threads decode (translate, evaluate, serve)."""
     p.add_argument("--threads", type=int, default=None,
                    help="threads for decoding: torch's, or CTranslate2's per batch for an exported model "
                         "(attnmt export; default: the library's)")
     p.add_argument("--inter-threads", type=int, default=1,
                    help="exported (CTranslate2) models: batches decoded at the same time (default: 1)")
+
+
+def add_decode_args(p) -> None:
+    """The decoding options of translate and evaluate: workers, stopping, length, repetition, sampling."""
+    p.add_argument("--workers", type=int, default=None,
+                   help="CPU only: decode batches in N processes of one thread each, e.g. one per core "
+                        "(default: decode.workers, 1)")
+    add_thread_args(p)
     p.add_argument("--stopping", choices=STOPPING_RULES, default=None,
                    help="beam search: end a sentence when no live hypothesis can still win (exact), or when "
                         "none would win if it ended now (early: fewer steps) (default: decode.stopping, exact)")

@@ -25,11 +25,13 @@ from attnmt.errors import UserError
 from attnmt.search import length_penalty_factor
 from attnmt.special import EOS
 from attnmt.translation import (
-    SentenceTooLong,
     Translation,
     check_decoding,
+    check_lengths,
+    check_options,
     decoding_batches,
     model_config,
+    prefix_texts,
     sentence_list,
 )
 
@@ -86,6 +88,9 @@ class CT2Translator:
                   coverage_penalty: float | None = None, prefix=None) -> Translation | list[Translation]:
         """As :meth:`attnmt.translator.Translator.translate`; what CTranslate2 cannot do is a UserError."""
         single, sentences = isinstance(sentences, str), sentence_list(sentences)
+        check_options(beam=beam, n_best=n_best, length_penalty=length_penalty, coverage_penalty=coverage_penalty,
+                      min_len=min_len, no_repeat_ngram=no_repeat_ngram, max_len=max_len, workers=workers,
+                      batch_size=batch_size, batch_tokens=batch_tokens)
         d = self.config.decode
         self.coverage_beta(coverage_penalty, sampling)
         if stopping is not None:
@@ -109,10 +114,9 @@ class CT2Translator:
         known = [self.src.vocab.decode(self.src.vocab.encode(t)) for t in src_tokens]
         positions = self.export["max_positions"]  # the rows of the exported position table
         most = positions if self.max_src_tokens is None else min(self.max_src_tokens, positions)
-        for i, toks in enumerate(known):
-            if len(toks) > most:
-                raise SentenceTooLong(i, len(toks), most)
-        prefixes = self._prefixes(prefix, single, len(sentences))
+        check_lengths([len(toks) for toks in known], most)
+        texts = prefix_texts(prefix, single, len(sentences))
+        prefixes = None if texts is None else [self.tgt.vocab.decode(self.tgt.ids(t)) if t else None for t in texts]
         results = [None if toks else Translation(s, "", [], [], None, 0.0) for s, toks in zip(sentences, known)]
         src_ids = [[1] * len(t) for t in known]
         engine = self.engine if sampling is None else self._seeded(sampling.seed)
@@ -140,15 +144,6 @@ class CT2Translator:
             options.update(beam_size=1, sampling_topk=sampling.top_k or 0, sampling_topp=sampling.top_p,
                            sampling_temperature=sampling.temperature)
         return options
-
-    def _prefixes(self, prefix, single: bool, n: int) -> list[list[str] | None] | None:
-        if prefix is None:
-            return None
-        texts = [prefix] if single and isinstance(prefix, str) else prefix
-        if not isinstance(texts, (list, tuple)) or len(texts) != n or \
-                not all(t is None or isinstance(t, str) for t in texts):
-            raise UserError("prefix: give a str for one sentence, or a list of one str (or None) per sentence")
-        return [self.tgt.vocab.decode(self.tgt.ids(t)) if t else None for t in texts]
 
     def _seeded(self, seed: int):
         """A fresh engine for sampling: CTranslate2 seeds a translator's generators when it starts its threads,
@@ -187,6 +182,12 @@ class CT2Translator:
             return options[0]
         return Translation(sentence, "", src_tokens, [], None, float("-inf"))
 
+    @property
+    def attention_choice(self) -> str:
+        """The one attention the export returns, in words: "layer 1, the heads averaged" or "layer 1, head 2"."""
+        head = self.export["attention_head"]
+        return f"layer {self.export['attention_layer']}, " + ("the heads averaged" if head is None else f"head {head}")
+
     def check_attention_choice(self, layer: int | None, head: int | None, full_context: bool) -> None:
         """A UserError unless (``layer``, ``head``) is the attention the export returns."""
         n = self.config.model.dec_layers
@@ -195,10 +196,10 @@ class CT2Translator:
             raise UserError(f"--layer {layer} is out of range: the model has {n} decoder layers "
                             f"(0 to {n - 1}, or -1 for the last)")
         asked = ((n - 1) if layer is None else layer % n, head)
-        what = f"layer {chosen[0]}, " + ("the heads averaged" if chosen[1] is None else f"head {chosen[1]}")
         if asked != chosen:
-            raise UserError(f"--layer/--head: an exported (CTranslate2) model returns one attention ({what}); leave "
-                            "--layer and --head out, or align with the attnmt model folder")
+            raise UserError(f"--layer/--head: an exported (CTranslate2) model returns one attention "
+                            f"({self.attention_choice}); leave --layer and --head out, or align with the attnmt "
+                            "model folder")
         if full_context:
             raise UserError("alignments: the model was guided with full context, a pass CTranslate2 does not run; "
                             "align with the attnmt model folder")

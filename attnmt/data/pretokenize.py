@@ -13,6 +13,10 @@ given: the training text must match it, not the other way round):
 * ``hansards`` (English and French only, :func:`tokenize`): the NAACL 2003 Hansards convention below.
 * ``none``: the text is tokenized already (``--pretokenized``); only runs of spaces are collapsed.
 
+:func:`fold_accents` (``align-prepare --fold-accents``) writes accented text the way the Canadian Hansards
+release spells French, in plain ASCII (``L'été n'a pas été`` -> ``L'ete n'a pas ete``), one character at a
+time, so that every word stays where it was.
+
 The NAACL 2003 English-French Hansards set (Mihalcea & Pedersen 2003) is lowercased at the start
 of a sentence and tokenized as follows; :func:`tokenize` writes any English or French text the
 same way, so that training text (Tatoeba, Multi30k) and the gold text agree:
@@ -38,7 +42,7 @@ from collections.abc import Callable, Sequence
 
 from attnmt.errors import UserError
 
-__all__ = ["PRETOKENIZERS", "gold_changes", "pretokenizer", "tokenize", "words"]
+__all__ = ["PRETOKENIZERS", "fold_accents", "gold_changes", "pretokenizer", "tokenize", "words"]
 
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "`": "'"})
 # French words that drop their final vowel before a vowel, and what they are written as in full.
@@ -168,6 +172,37 @@ def words(text: str, lang: str) -> str:
     """``text`` with punctuation split off word edges, for any language (see the module docstring)."""
     text = unicodedata.normalize("NFC", text).translate(_APOSTROPHES)
     return " ".join(w for chunk in text.split() for w in _chunk(chunk, lang))
+
+
+# What canonical decomposition leaves whole, as the Hansards write it: the ligatures spelled out (oeuvre, coeur),
+# and French quotation marks, which the Hansards drop, as a plain quote (a word of its own stays one).
+_FOLDED_WHOLE = {"œ": "oe", "Œ": "OE", "æ": "ae", "Æ": "AE", "«": '"', "»": '"'}
+
+
+class _Folding(dict):
+    """str.translate's table of :func:`fold_accents`, filled as characters turn up: a character's canonical
+    decomposition without its combining marks (é -> e, Ç -> C); the character itself where that would be
+    empty or whitespace, so no word is ever dropped, split or joined."""
+
+    def __missing__(self, code: int) -> str:
+        char = chr(code)
+        folded = _FOLDED_WHOLE.get(char)
+        if folded is None:
+            folded = "".join(c for c in unicodedata.normalize("NFD", char) if not unicodedata.combining(c))
+            if not folded or any(c.isspace() for c in folded) != char.isspace():
+                folded = char
+        self[code] = folded
+        return folded
+
+
+_FOLDING = _Folding()
+
+
+def fold_accents(text: str) -> str:
+    """``text`` with its accents folded to plain letters, as the Hansards release writes French (é è ê -> e,
+    ç -> c, É -> E, œ -> oe, « and » -> "): the number and order of its whitespace-separated words never
+    change. Decomposed accents (e + U+0301) are composed first."""
+    return text if text.isascii() else unicodedata.normalize("NFC", text).translate(_FOLDING)
 
 
 def _none(text: str, lang: str) -> str:

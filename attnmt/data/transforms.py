@@ -34,12 +34,17 @@ from attnmt.data.augment import choose_fraction, draw_joined, join_run, unpunctu
 from attnmt.data.links import Link, read_links
 from attnmt.errors import UserError
 from attnmt.registry import Registry
-from attnmt.typed import build, check_range
+from attnmt.typed import build
 
 Pair = tuple[str, str]
 Origin = Optional[tuple[tuple[int, int, int], ...]]  # (corpus line, source word, target word) per part
 
 TRANSFORMS = Registry("data transform", "data.transforms[k].name", builtins="attnmt.data.transforms")
+# The bounds of the transforms' counts: what they add is held in memory as text until it is encoded.
+MAX_PAIRS = 10_000_000  # pairs one transform makes (synthetic train / valid, joined_pairs count)
+MAX_COPIES = 1_000  # align_text copies
+MAX_PARTS = 100  # joined_pairs max_parts: pairs joined into one
+MAX_WORDS = 1_000  # synthetic min_len / max_len: words of a sentence
 
 
 def register_transform(name: str):
@@ -105,6 +110,14 @@ class Transform:
     def check(self, where: str) -> None:
         """Ranges and combinations of the settings; ``where`` names the entry (data.transforms[k])."""
 
+    def check_setting(self, where: str, key: str, low: float, high: float) -> None:
+        """A UserError in one line, naming the entry, the key, this transform and the allowed range, unless the
+        setting ``key`` is a number from ``low`` to ``high`` (NaN is not)."""
+        value = getattr(self, key)
+        if not low <= value <= high:
+            raise UserError(f"config: {where}.{key}={value!r} is out of range for {self.name}; allowed: {low:,} to "
+                            f"{high:,}")
+
     def files(self) -> list[str]:
         """The files it reads, whose changes make a prepared store stale."""
         return []
@@ -128,10 +141,10 @@ class Synthetic(Transform):
     max_len: int = 60
 
     def check(self, where: str) -> None:
-        check_range(f"{where}.train", self.train, 1, None)
-        check_range(f"{where}.valid", self.valid, 0, None)
-        check_range(f"{where}.min_len", self.min_len, 2, None)
-        check_range(f"{where}.max_len", self.max_len, self.min_len, None)
+        self.check_setting(where, "train", 1, MAX_PAIRS)
+        self.check_setting(where, "valid", 0, MAX_PAIRS)
+        self.check_setting(where, "min_len", 2, MAX_WORDS)
+        self.check_setting(where, "max_len", self.min_len, MAX_WORDS)
 
     def splits(self, seed: int) -> dict[str, list[Pair]]:
         from attnmt.data.synthetic_corpus import make_splits
@@ -157,8 +170,8 @@ class JoinedPairs(Transform):
     max_parts: int = 3
 
     def check(self, where: str) -> None:
-        check_range(f"{where}.count", self.count, 1, None)
-        check_range(f"{where}.max_parts", self.max_parts, 2, None)
+        self.check_setting(where, "count", 1, MAX_PAIRS)
+        self.check_setting(where, "max_parts", 2, MAX_PARTS)
 
     def apply(self, pairs: Pairs, seed: int) -> dict | None:
         draws = draw_joined(len(pairs), self.count, self.max_parts, seed)
@@ -199,7 +212,7 @@ class AlignText(Transform):
     def check(self, where: str) -> None:
         if not self.src or not self.tgt:
             raise UserError(f"config: {where} needs src and tgt: the two line-aligned files of the text")
-        check_range(f"{where}.copies", self.copies, 1, None)
+        self.check_setting(where, "copies", 1, MAX_COPIES)
 
     def files(self) -> list[str]:
         return [self.src, self.tgt]
@@ -221,7 +234,7 @@ class DropFinalPunct(Transform):
     fraction: float = 0.0
 
     def check(self, where: str) -> None:
-        check_range(f"{where}.fraction", self.fraction, 0.0, 1.0)
+        self.check_setting(where, "fraction", 0.0, 1.0)
 
     def apply(self, pairs: Pairs, seed: int) -> dict | None:
         added = unpunctuated(pairs.take(choose_fraction(len(pairs), self.fraction, seed)))
@@ -276,11 +289,13 @@ def guidance_table(cfg: DataConfig, corpus: Sequence[Pair] | None, lines: int,
             sources.add(_same(src))
             targets.add(_same(tgt))
     pairs = corpus if corpus is not None else _corpus_text(cfg)
-    hit = [k for k, (src, tgt) in enumerate(pairs) if _same(src) in sources or _same(tgt) in targets]
-    for k in hit:
-        table[k] = None
+    unguided = 0  # a count, not a list of the lines: a big corpus may have many
+    for k, (src, tgt) in enumerate(pairs):
+        if _same(src) in sources or _same(tgt) in targets:
+            table[k] = None
+            unguided += 1
     if log is not None:
-        log.event("data", split="train", unguided_equal_to_align_text=len(hit))
+        log.event("data", split="train", unguided_equal_to_align_text=unguided)
     return table
 
 

@@ -197,14 +197,24 @@ def _resolve(request: TranslateRequest, served: Mapping[str, ServedModel], defau
     beam, sampling = _search(request, model, limits)
     min_len, no_repeat_ngram = _constraints(request, model)
     if request.attention_heads and model.info.heads is None:
-        raise ApiError(422, "attention_heads", f"model {model.name!r} is a {model.info.model_type} model; only "
-                                               "models with attention heads (transformer) have per-head attention")
+        raise ApiError(422, "attention_heads", _no_heads(model))
     if request.alignment and not model.info.has_attention:
         raise ApiError(422, "alignment", f"model {model.name!r} is a {model.info.model_type} model, which has no "
                                          "attention to read word links from")
     job = next(_SAMPLING_JOBS) if sampling is not None else 0  # a sampling request is decoded on its own
     return model, texts, BatchKey(model.name, beam, request.n_best, min_len, no_repeat_ngram, sampling, job,
                                   *_penalties(request, model, sampling))
+
+
+def _no_heads(model: ServedModel) -> str:
+    """Why a model has no per-head attention to return, and what it has instead."""
+    exported = getattr(model.translator, "attention_choice", None)  # an exported (CTranslate2) model's
+    if exported is not None:
+        return (f"model {model.name!r} is exported (CTranslate2), which returns one attention per sentence "
+                f"({exported}), not every layer's and head's; ask for \"attention\" or \"alignment\" (read off that "
+                "attention) instead, or serve the model folder it was exported from for attention_heads")
+    return (f"model {model.name!r} is a {model.info.model_type} model; only models with attention heads "
+            "(transformer) have per-head attention")
 
 
 def _explore_job(request: ExploreRequest, served: Mapping[str, ServedModel], default_model: str,

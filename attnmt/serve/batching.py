@@ -72,8 +72,7 @@ class BatchInfo:
 class _Job(Generic[Item]):
     key: Hashable
     items: list[Item]
-    costs: list[float]
-    chunks: list[tuple[int, int]]  # [start, end) of each chunk
+    chunks: list[tuple[int, int, float]]  # [start, end) of each chunk and its cost, summed once
     future: asyncio.Future
     order: int  # submission order, to break ties between turns
     arrived: float = field(default_factory=time.perf_counter)
@@ -86,8 +85,8 @@ class _Job(Generic[Item]):
     first_batch: tuple[int, int] | None = None
 
     def chunk(self, index: int) -> tuple[int, float]:
-        start, end = self.chunks[index]
-        return end - start, sum(self.costs[start:end])
+        start, end, cost = self.chunks[index]
+        return end - start, cost
 
 
 class DynamicBatcher(Generic[Item, Result]):
@@ -180,27 +179,30 @@ class DynamicBatcher(Generic[Item, Result]):
         costs = [1.0] * len(items) if costs is None else [float(c) for c in costs]
         if len(costs) != len(items) or not items:
             raise ValueError(f"a job needs items and one cost per item, got {len(items)} items, {len(costs)} costs")
-        self.check_room(len(items), sum(costs))
-        job: _Job[Item] = _Job(key, items, costs, self._chunks(costs), asyncio.get_running_loop().create_future(),
+        chunks = self._chunks(costs)
+        total = sum(cost for _, _, cost in chunks)
+        self.check_room(len(items), total)
+        job: _Job[Item] = _Job(key, items, chunks, asyncio.get_running_loop().create_future(),
                                next(self._order))
         job.last_turn, job.results = job.arrived, [None] * len(items)
         self.queued_items += len(items)
-        self.queued_cost += sum(costs)
+        self.queued_cost += total
         self._waiting.append(job)
         self._new.set()
         return await job.future
 
     # ---------------------------------------------------------------------------------- internals
 
-    def _chunks(self, costs: list[float]) -> list[tuple[int, int]]:
-        """Consecutive items, at most max_batch_size of them and max_batch_cost in cost (at least one)."""
+    def _chunks(self, costs: list[float]) -> list[tuple[int, int, float]]:
+        """Consecutive items, at most max_batch_size of them and max_batch_cost in cost (at least one): each
+        chunk's [start, end) and its cost."""
         chunks, start, cost = [], 0, 0.0
         for i, c in enumerate(costs):
             if i > start and (i - start >= self.max_batch_size or cost + c > self.max_batch_cost):
-                chunks.append((start, i))
+                chunks.append((start, i, cost))
                 start, cost = i, 0.0
             cost += c
-        chunks.append((start, len(costs)))
+        chunks.append((start, len(costs), cost))
         return chunks
 
     async def _loop(self) -> None:
@@ -266,8 +268,8 @@ class DynamicBatcher(Generic[Item, Result]):
     async def _run(self, batch: list[tuple[_Job[Item], int]]) -> None:
         """Run one batch in the worker thread and hand each job its chunk's results."""
         spans = [(job, *job.chunks[index]) for job, index in batch]
-        items = [item for job, start, end in spans for item in job.items[start:end]]
-        cost = sum(job.chunk(index)[1] for job, index in batch)
+        items = [item for job, start, end, _ in spans for item in job.items[start:end]]
+        cost = sum(chunk_cost for _, _, _, chunk_cost in spans)
         started = time.perf_counter()
         try:
             results = await asyncio.get_running_loop().run_in_executor(
@@ -289,7 +291,7 @@ class DynamicBatcher(Generic[Item, Result]):
         if run_s > 0:
             self._rate = cost / run_s if self._rate is None else 0.7 * self._rate + 0.3 * cost / run_s
         offset = 0
-        for job, start, end in spans:
+        for job, start, end, _ in spans:
             job.results[start:end] = results[offset:offset + end - start]
             offset += end - start
             job.run_s += run_s
