@@ -12,7 +12,10 @@ process's maximum resident set, the interpreter and torch included for every eng
 
 Reported per engine and setting: sentences/s, target tokens/s (attnmt's target tokens of the output), peak
 memory, BLEU and chrF against ``--ref`` (sacreBLEU, attnmt.evaluate.corpus_scores), and the share of sentences
-translated exactly as attnmt float32 translates them.
+translated exactly as attnmt float32 translates them; per setting, the ratios the deployment guide quotes
+(CTranslate2 int8 against attnmt float32 and against attnmt int8, BLEU differences). ``--profile N`` adds where
+attnmt int8 spends its time at the first batch size and the last beam and thread count asked for: torch.profiler's
+operators by their own time over N sentences, and the share of the wall time no operator accounts for (Python).
 """
 
 from __future__ import annotations
@@ -48,12 +51,46 @@ def child(args) -> None:
     sources = Path(args.src).read_text(encoding="utf-8").splitlines()
     options = dict(beam=args.beam, batch_size=args.batch, batch_tokens=10**9)
     translator.translate(sources[:1], **options)  # warm-up
+    if args.profile:
+        print(json.dumps(profile(translator, sources[:args.profile], options)))
+        return
     start = time.perf_counter()
     outputs = translator.translate(sources, **options)
     seconds = time.perf_counter() - start
     print(json.dumps({"seconds": seconds, "texts": [t.text for t in outputs],
                       "tgt_tokens": sum(len(t.tgt_tokens) + 1 for t in outputs),
                       "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+
+
+def profile(translator, sources: list[str], options: dict, top: int = 15) -> dict:
+    """torch.profiler's operators by their own CPU time over one translate() call, and what is left (Python)."""
+    import torch
+
+    start = time.perf_counter()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        translator.translate(sources, **options)
+    wall_us = (time.perf_counter() - start) * 1e6
+    ops = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
+    in_ops = sum(e.self_cpu_time_total for e in ops)
+    return {"sentences": len(sources), "wall_s": round(wall_us / 1e6, 3),
+            "share_outside_operators": round(1 - in_ops / wall_us, 3),
+            "operators": [{"name": e.key, "calls": e.count, "self_s": round(e.self_cpu_time_total / 1e6, 3),
+                           "share_of_wall": round(e.self_cpu_time_total / wall_us, 3)} for e in ops[:top]]}
+
+
+def ratios(engines: dict[str, dict]) -> dict:
+    """The deployment targets' ratios for one setting."""
+    fp32, int8 = engines["attnmt float32"], engines["attnmt int8"]
+    ct2, ct2_int8 = engines["ctranslate2 float32"], engines["ctranslate2 int8"]
+    return {"ctranslate2_int8_over_attnmt_float32": round(ct2_int8["sentences_per_s"] / fp32["sentences_per_s"], 2),
+            "ctranslate2_int8_over_attnmt_int8": round(ct2_int8["sentences_per_s"] / int8["sentences_per_s"], 2),
+            "ctranslate2_float32_bleu_minus_attnmt_float32": round(ct2["bleu"] - fp32["bleu"], 2),
+            "ctranslate2_int8_bleu_minus_float32": round(ct2_int8["bleu"] - ct2["bleu"], 2),
+            "attnmt_int8_bleu_minus_float32": round(int8["bleu"] - fp32["bleu"], 2)}
+
+
+def setting_name(batch: int, beam: int, threads: int) -> str:
+    return f"batch {batch}, beam {beam}, {threads} thread{'s' if threads > 1 else ''}"
 
 
 def measure(args, folders: dict[str, str], source: Path) -> dict[str, dict[str, list[dict]]]:
@@ -63,7 +100,7 @@ def measure(args, folders: dict[str, str], source: Path) -> dict[str, dict[str, 
     for round_ in range(args.rounds):
         order = ENGINES[round_ % len(ENGINES):] + ENGINES[:round_ % len(ENGINES)]
         for batch, beam, threads in settings:
-            name = f"batch {batch}, beam {beam}, {threads} thread{'s' if threads > 1 else ''}"
+            name = setting_name(batch, beam, threads)
             for engine in order:
                 report = run_child("ctranslate2", [
                     "--child", engine, "--model", folders[engine], "--checkpoint", args.checkpoint,
@@ -94,7 +131,18 @@ def summarize(runs: dict[str, dict[str, list[dict]]], references: list[str]) -> 
                 "bleu": round(scores.bleu, 2), "chrf": round(scores.chrf, 2),
                 "identical_to_attnmt_float32": round(sum(a == b for a, b in zip(texts, baseline)) / len(texts), 4),
             }
+        table[name]["ratios"] = ratios(table[name])
     return table
+
+
+def profile_child(args, source: Path) -> dict:
+    """The profile of attnmt int8 at the first batch size and the last beam and thread count, in its own process."""
+    batch, beam, threads = args.batch[0], args.beam[-1], args.threads[-1]
+    report = run_child("ctranslate2", [
+        "--child", "attnmt int8", "--model", args.model, "--checkpoint", args.checkpoint, "--src", str(source),
+        "--batch", str(batch), "--beam", str(beam), "--threads", str(threads), "--profile", str(args.profile)],
+        "the profile")
+    return {"setting": setting_name(batch, beam, threads), **report}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, nargs="+", default=[64, 1], help="sentences per batch (default: 64 1)")
     parser.add_argument("--beam", type=int, nargs="+", default=[1, 5], help="beam sizes (default: 1 5)")
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="threads (default: 1 2)")
+    parser.add_argument("--profile", type=int, default=0, metavar="N",
+                        help="also profile attnmt int8 over the first N sentences (default: 0, no profile)")
     parser.add_argument("--child", choices=ENGINES, help=argparse.SUPPRESS)
     parser.add_argument("--out", help="JSON result path (default benchmarks/results/ctranslate2.json)")
     args = parser.parse_args(argv)
@@ -129,10 +179,13 @@ def main(argv: list[str] | None = None) -> int:
             folders[f"ctranslate2 {precision}"] = str(export_ctranslate2(
                 args.model, Path(tmp) / precision, quantization=precision, checkpoint=args.checkpoint))
         runs = measure(args, folders, source)
+        profiled = profile_child(args, source) if args.profile else None
     import ctranslate2
 
-    result = {"model": args.model, "sentences": len(sources), "rounds": args.rounds,
+    result = {"model": args.model, "checkpoint": args.checkpoint, "sentences": len(sources), "rounds": args.rounds,
               "ctranslate2": ctranslate2.__version__, "settings": summarize(runs, references)}
+    if profiled:
+        result["profile_attnmt_int8"] = profiled
     print(write_result("ctranslate2", result, args.out))
     return 0
 

@@ -212,11 +212,18 @@ def test_the_benchmark_runs_at_tiny_size(transformer, tiny_corpus, tmp_path):
     out = tmp_path / "ct2.json"
     assert benchmark(["--model", str(transformer), "--src", str(tiny_corpus / "test.src"), "--ref",
                       str(tiny_corpus / "test.tgt"), "--sentences", "6", "--rounds", "2", "--batch", "4",
-                      "--beam", "2", "--threads", "1", "--out", str(out)]) == 0
-    settings = json.loads(out.read_text())["settings"]
+                      "--beam", "2", "--threads", "1", "--profile", "3", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    settings = result["settings"]
     assert list(settings) == ["batch 4, beam 2, 1 thread"]
     row = settings["batch 4, beam 2, 1 thread"]
+    ratios = row.pop("ratios")
     assert set(row) == set(ENGINES)
+    assert ratios["ctranslate2_int8_over_attnmt_float32"] == pytest.approx(
+        row["ctranslate2 int8"]["sentences_per_s"] / row["attnmt float32"]["sentences_per_s"], abs=0.01)
+    profiled = result["profile_attnmt_int8"]
+    assert profiled["setting"] == "batch 4, beam 2, 1 thread" and profiled["sentences"] == 3
+    assert profiled["operators"] and 0 <= profiled["share_outside_operators"] < 1
     assert row["attnmt float32"]["identical_to_attnmt_float32"] == 1.0
     for engine in ENGINES:
         assert len(row[engine]["seconds"]) == 2 and row[engine]["sentences_per_s"] > 0
