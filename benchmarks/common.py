@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
+ISA_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")
 PUNCT = re.compile(r"([^\w\s])", re.UNICODE)
 
 
@@ -22,11 +23,13 @@ def tokenize_lowercase(line: str) -> str:
 def machine_info() -> dict:
     import torch
 
-    cpu = platform.processor() or platform.machine()
+    cpu, flags = platform.processor() or platform.machine(), set()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
                 cpu = line.split(":", 1)[1].strip()
+            elif line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
                 break
     except OSError:
         pass
@@ -37,6 +40,7 @@ def machine_info() -> dict:
                "cudnn": torch.backends.cudnn.version()}
     return {
         "cpu": cpu,
+        "cpu_isa": [f for f in ISA_FLAGS if f in flags],  # the hardware path: AVX2 only, AVX-512(-BF16), AMX
         "gpu": gpu,
         "cores_available": len(os.sched_getaffinity(0)),
         "torch_threads": torch.get_num_threads(),
