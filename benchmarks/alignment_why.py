@@ -11,12 +11,14 @@ import json
 from pathlib import Path
 
 from attnmt.cli.common import SYMMETRIZATIONS
+from attnmt.data.pretokenize import fold_accents
 from benchmarks.alignment import _data_dir, _gold_dir, _load_pair, gold_files, gold_pairs, training_pairs
 
 # French function words (articles, prepositions, pronouns, auxiliaries): the words an aligner finds hardest.
 FUNCTION_WORDS = set("""le la les de à et un une en que qui ne pas se ce il elle nous vous ils elles je tu on me te
 lui leur leurs est sont a ont été être avoir pour par sur dans avec son sa ses mon ma mes ton ta tes notre nos votre
 vos cette ces cet y plus mais ou si dont où""".split())
+FUNCTION_WORDS |= {fold_accents(w) for w in FUNCTION_WORDS}  # "ete", "ou": text written with accents folded
 
 
 def word_category(word: str) -> str:
