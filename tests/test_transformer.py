@@ -129,6 +129,8 @@ def test_cross_attention_of_every_layer_and_head():
     torch.testing.assert_close(all_attn[-1].mean(0), alpha)
     torch.testing.assert_close(all_attn.sum(-1), torch.ones(3, 4, 3, 5))
     assert torch.all(all_attn[..., 1, :, 3:] == 0)
+    logits, attention_only = model.forward_with_heads(SRC, SRC_LEN, TGT_IN, logits=False)  # what alignment reads
+    assert logits is None and torch.equal(attention_only, all_attn)
 
 
 def test_share_and_tie_embeddings():

@@ -286,7 +286,7 @@ def _forced_attention(translator, model, src_ids, tgt_ids, batch_tokens: int, la
         yield list(range(len(rows))), alpha
         return
     for forced in forced_batches(model, src_ids, tgt_ids, translator.device, batch_tokens, with_eos=not full_context,
-                                 heads=True, full_context=full_context):
+                                 heads=True, full_context=full_context, logits=False):  # attention only
         yield forced.index, choose_attention(model, forced.attention, layer, head).float().cpu().numpy()
 
 

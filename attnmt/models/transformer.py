@@ -269,12 +269,14 @@ class Transformer(nn.Module):
         log_probs = F.log_softmax(self.output(y[:, 0]).float(), dim=-1)
         return log_probs, state, weights[-1][:, :, 0].mean(dim=1)
 
-    def forward_with_heads(self, src: Tensor, src_len: Tensor, tgt_in: Tensor,
-                           full_context: bool = False) -> tuple[Tensor, Tensor]:
+    def forward_with_heads(self, src: Tensor, src_len: Tensor, tgt_in: Tensor, full_context: bool = False,
+                           logits: bool = True) -> tuple[Tensor | None, Tensor]:
         """Teacher forcing: logits [B,T,V] and every decoder layer's and head's cross-attention [L,H,B,T,S]
-        (with ``full_context``, the attention of the pass without the causal mask, as in :meth:`forward`)."""
+        (with ``full_context``, the attention of the pass without the causal mask, as in :meth:`forward`).
+        ``logits=False`` skips the output layer (None instead of logits): reading the attention alone, as
+        word alignment does, then costs about half the pass."""
         enc = self.encode(src, src_len)
         y, _, weights = self._decode(tgt_in, self.init_state(enc), enc)
         if full_context:
             weights = self._decode(tgt_in, self.init_state(enc), enc, full_context=True)[2]
-        return self.output(y), torch.stack(weights).transpose(1, 2)
+        return self.output(y) if logits else None, torch.stack(weights).transpose(1, 2)
