@@ -95,8 +95,8 @@ def test_the_citation_check_sees_paths_and_links_and_catches_orphans(tmp_path):
     assert [p.name for p in kept(tmp_path) if p.resolve() not in cited([doc], tmp_path)] == ["a.json", "x.png", "y.png"]
 
 
-def _table_cells(text: str):
-    """(line number, cell) of every Markdown table cell outside code fences."""
+def table_rows(text: str):
+    """(line number, line, its cells) of every Markdown table row outside code fences."""
     inside = False
     for number, line in enumerate(text.splitlines(), 1):
         if FENCE.match(line):
@@ -104,8 +104,14 @@ def _table_cells(text: str):
             continue
         if inside or not line.lstrip().startswith("|"):
             continue
-        for cell in re.split(r"(?<!\\)\|", line.strip().strip("|")):
-            yield number, cell.strip()
+        yield number, line, [cell.strip() for cell in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
+
+
+def _table_cells(text: str):
+    """(line number, cell) of every Markdown table cell outside code fences."""
+    for number, _, cells in table_rows(text):
+        for cell in cells:
+            yield number, cell
 
 
 @pytest.mark.parametrize("path", [p for p in DOCUMENTS if p not in GENERATED], ids=_rel)

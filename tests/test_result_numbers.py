@@ -16,16 +16,11 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-DOCUMENTS = sorted(
-    [p for p in ROOT.glob("*.md") if p.name != "CHANGELOG.md"] + [ROOT / "benchmarks" / "README.md"]
-    + [p for p in (ROOT / "docs").glob("*.md") if p.name != "bad_inputs.md"]  # a table of exit codes, from a test
-    + list((ROOT / "recipes").rglob("*.md"))
-)
+from tests.test_repository import DOCUMENTS, GENERATED, ROOT, table_rows
+
 JSON_LINK = re.compile(r"\]\(([^)\s]+\.json)\)")
 NUMBER = re.compile(r"\**(\d[\d,]*(?:\.\d+)?(?:e[+-]?\d+)?%?)\**")
 UNIT = re.compile(r" (?:BLEU|x)$")
-FENCE = re.compile(r"^\s*(```|~~~)")
 
 
 def _numbers(obj):
@@ -46,9 +41,9 @@ def holds(values, shown: str) -> bool:
     text = shown.rstrip("%").replace(",", "")
     mantissa = text.split("e")[0]
     digits = len(mantissa.split(".")[1]) if "." in mantissa else 0
-    x = float(text)
     if "e" in text:
         return any(f"{v:.{digits}e}" == text for v in values)
+    x = float(text)
     tol = 0.5 * 10 ** -digits + 1e-9
     scales = (1, 0.01) if shown.endswith("%") else (1, 1e3, 1e6, 1e9)
     return any(abs(v / k - x) <= tol for v in values for k in scales)
@@ -56,17 +51,11 @@ def holds(values, shown: str) -> bool:
 
 def unheld(doc: Path):
     """'doc:line: number (row)' for every table number its row's JSONs do not hold."""
-    inside = False
-    for n, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1):
-        if FENCE.match(line):
-            inside = not inside
+    for n, line, cells in table_rows(doc.read_text(encoding="utf-8")):
         links = JSON_LINK.findall(line)
-        if inside or not line.lstrip().startswith("|") or not links:
-            continue
         values = [v for link in links if (doc.parent / link).is_file()
                   for v in _numbers(json.loads((doc.parent / link).read_text(encoding="utf-8")))]
-        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
-        for cell in cells[1:]:
+        for cell in cells[1:] if links else []:
             parts = [p.strip() for p in UNIT.sub("", cell).split(" / ")]
             if not cell or not all(NUMBER.fullmatch(p) for p in parts):
                 continue
@@ -75,7 +64,7 @@ def unheld(doc: Path):
                     yield f"{doc.name}:{n}: {shown} ({cells[0][:60]})"
 
 
-@pytest.mark.parametrize("doc", [p for p in DOCUMENTS if p.exists()], ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("doc", [p for p in DOCUMENTS if p not in GENERATED], ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_number_in_a_results_table_is_in_its_json(doc):
     missing = list(unheld(doc))
     assert not missing, ("table numbers that the JSON of their row does not hold (rerun the command that writes "
