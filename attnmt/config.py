@@ -78,13 +78,11 @@ class DataConfig:
     # {name, src, tgt, weight} or {name, tsv, weight}. Each epoch takes round(N * weight / sum of weights)
     # pairs of a corpus (N = all kept pairs): weights proportional to the sizes read each pair once.
     train: Optional[list] = None
-    # The memory-mapped token store (attnmt/data/store.py, `attnmt prepare`): "auto" uses it for
-    # data.train lists, for corpora of 64 MiB or more and wherever a store was prepared; "always" / "never".
-    store: Literal["auto", "always", "never"] = "auto"
-    # A shared folder for stores (one per corpus and tokenizer settings); default: MODEL_DIR/store.
+    # Training reads a memory-mapped token store (attnmt/data/store.py, `attnmt prepare`), by default
+    # MODEL_DIR/store; this names a shared folder for stores instead (one per corpus and tokenizer settings).
     store_dir: Optional[str] = None
     # Sentences per side that the tokenizers (and vocabularies) are trained on, sampled with train.seed;
-    # a corpus this size or smaller is used whole, as the in-memory path does.
+    # a corpus this size or smaller is used whole.
     tokenizer_sample: int = ranged(1_000_000, 1, MAX_COUNT)
     # processes that encode the corpus into the store (default: the cores)
     workers: Optional[int] = ranged(None, 1, MAX_WORKERS)

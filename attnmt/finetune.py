@@ -62,12 +62,6 @@ def check_init(config: Config, init: InitFrom, model_dir: Path) -> Path:
             raise UserError(f"{where}: data.{key} is {mine!r} in this config but {theirs!r} in "
                             f"{folder / 'config.yaml'}; the tokenizers and vocabularies come from {folder}: set "
                             f"data.{key}: {theirs}")
-    from attnmt.data.loading import uses_store
-
-    if uses_store(config, model_dir):
-        raise UserError(f"{where}: this config trains from a prepared token store, whose tokenizers are its own; "
-                        "fine-tuning encodes the new corpus in memory with the trained model's: set data.store: "
-                        "never (with data.train_src / train_tgt or data.train_tsv)")
     return checkpoint_path(folder, init.checkpoint)
 
 

@@ -25,22 +25,20 @@ rows carries ``G_t``, the same choice as ``attnmt align --method`` makes when re
 
 Links file: 0-based Pharaoh ``i-j`` per line, line-aligned with the training corpus
 (``attnmt align-prepare`` makes one with eflomal), given as the data transform
-``{name: links, path: FILE}``. The data layer carries each pair's origin and the links by corpus
-line (attnmt/data/transforms.py); `Guidance` turns a batch's pairs into piece links as the
-training loop asks for them, the same way for pairs in memory and pairs of a token store.
+``{name: links, path: FILE}``. The token store keeps each pair's word links beside its ids
+(attnmt/data/store_links.py); `Guidance` turns a batch's pairs into piece links as the training
+loop asks for them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
 import torch
 from torch import Tensor
 
 from attnmt.config import Config
 from attnmt.data.links import Link
-from attnmt.data.transforms import links_transform, pair_links
 from attnmt.errors import UserError
 
 # Guidance of one training pair: for each target piece, the source pieces it is linked to.
@@ -59,63 +57,39 @@ def piece_links(links: set[Link], src_word_ids: Sequence[int], tgt_word_ids: Seq
 
 
 class Guidance:
-    """The guidance of a training set's pairs, for the indices of a batch: each pair's word links (its
-    origin's lines' links, attnmt/data/transforms.py) as piece links of its token ids."""
+    """The guidance of a store's pairs, for the indices of a batch: each pair's word links (stored with
+    the pair, attnmt/data/store_links.py) as piece links of its token ids."""
 
     def __init__(self, data, src_proc, tgt_proc):
         self.data, self.src_proc, self.tgt_proc = data, src_proc, tgt_proc
-        self.text = getattr(data, "src_text", None) is not None  # pairs in memory: their text is checked
-        # A pair's piece links never change: made once per pair held in memory (not for a store, whose
-        # pairs may be millions).
-        self._made: dict[int, PieceLinks | None] | None = {} if self.text else None
 
     def __call__(self, indices: Sequence[int]) -> list[PieceLinks | None]:
-        if self._made is None:
-            return [self.pair(i) for i in indices]
-        return [self._made[i] if i in self._made else self._made.setdefault(i, self.pair(i)) for i in indices]
+        return [self.pair(i) for i in indices]
 
     def pair(self, i: int) -> PieceLinks | None:
-        links = pair_links(self.data.origins[i], self.data.links)
+        links = self.data.links[i]
         if links is None:
             return None
         src_w = self.src_proc.tokenizer.word_ids(self.src_proc.vocab.decode(self.data.src_ids[i]))
         tgt_w = self.tgt_proc.tokenizer.word_ids(self.tgt_proc.vocab.decode(self.data.tgt_ids[i]))
         n_src, n_tgt = max(src_w, default=-1) + 1, max(tgt_w, default=-1) + 1
-        if self.text:
-            src, tgt = self.data.src_text[i], self.data.tgt_text[i]
-            wrong = n_src != len(src.split()) or n_tgt != len(tgt.split())
-            what = f"of {src[:40]!r} / {tgt[:40]!r}"
-        else:
-            wrong = any(a >= n_src or b >= n_tgt for a, b in links)
-            what = f"of training pair {i} of the store (corpus lines {[p[0] + 1 for p in self.data.origins[i]]})"
-        if wrong:
-            raise UserError(f"train.guided_alignment: the tokenizer's words {what} differ from the whitespace words "
-                            "its links count; guided alignment needs a subword tokenizer (bpe, unigram)")
+        if any(a >= n_src or b >= n_tgt for a, b in links):
+            origin = self.data.origins[i]
+            where = "text the transforms added" if origin is None else f"corpus lines {[p[0] + 1 for p in origin]}"
+            raise UserError(f"train.guided_alignment: the tokenizer's words of training pair {i} of the store "
+                            f"({where}) differ from the whitespace words its links count; guided alignment needs a "
+                            "subword tokenizer (bpe, unigram)")
         return piece_links(links, src_w, tgt_w)
-
-    def stats(self) -> dict:
-        """How many pairs are guided, how many not, and their links."""
-        table = self.data.links
-        origins = self.data.origins
-        per_line = np.array([-1 if links is None else len(links) for links in table], dtype=np.int64)
-        if hasattr(origins, "lines"):  # a store: the corpus pairs' lines as an array, the added pairs apart
-            plain = per_line[origins.lines()]  # -1: a line without guidance (guidance_table)
-            added = [f for f in (pair_links(o, table) for o in origins.parts.values()) if f is not None]
-            guided = int((plain >= 0).sum()) + len(added)
-            links = int(plain[plain >= 0].sum()) + sum(len(j) for j in added)
-        else:
-            found = [pair_links(o, self.data.links) for o in origins]
-            guided, links = sum(f is not None for f in found), sum(len(f) for f in found if f is not None)
-        return {"guided": guided, "unguided": len(origins) - guided, "links": links}
 
 
 def make_guidance(config: Config, data, src_proc, tgt_proc, log) -> Guidance | None:
-    """The training data's guidance when it carries word links (the links transform), else None."""
-    if getattr(data, "links", None) is None:
+    """The training data's guidance when its store holds word links (the links transform), else None."""
+    if data.links is None:
         return None
-    guidance = Guidance(data, src_proc, tgt_proc)
-    log.event("data", split="train", guided_alignment=links_transform(config.data).path, **guidance.stats())
-    return guidance
+    links = data.meta["links"]
+    log.event("data", split="train", guided_alignment=links["path"],
+              **{key: links[key] for key in ("guided", "unguided", "links")})
+    return Guidance(data, src_proc, tgt_proc)
 
 
 def guidance_matrix(guidance: Sequence[PieceLinks | None], src_len: int, tgt_len: int,

@@ -13,7 +13,7 @@ from attnmt.config import Config
 from attnmt.cross_entropy import cross_entropy_sum
 from attnmt.data.batching import Batch
 from attnmt.data.dataset import ParallelData
-from attnmt.data.loading import batch_of, make_batches
+from attnmt.data.loading import batch_of, validation_batches
 from attnmt.data.vocab import EOS_ID, PAD_ID
 from attnmt.forced import eval_mode, force
 from attnmt.guidance import alignment_loss, guidance_matrix, guided_row_offset
@@ -61,7 +61,7 @@ def validation_loss(model: nn.Module, data: ParallelData, config: Config, device
     """Mean per-token cross-entropy (no label smoothing) on a whole split, in the training's batches."""
     total, tokens = 0.0, 0
     with eval_mode(model), torch.no_grad():
-        for indices in make_batches(data, config, shuffle=False, epoch=0):
+        for indices in validation_batches(data, config):
             batch = batch_of(data, indices, device)
             logits, _ = force(model, batch)
             total += nll_loss(logits, batch.tgt_out).item()

@@ -35,7 +35,7 @@ from attnmt.checkpoint import (
 )
 from attnmt.config import Config, config_to_dict, save_config
 from attnmt.data.corpus import MAX_LINE_BYTES
-from attnmt.data.loading import batch_of, load_data, make_batches
+from attnmt.data.loading import batch_of, load_data, training_batches
 from attnmt.distributed import World, close_world, init_world
 from attnmt.errors import UserError
 from attnmt.finetune import InitFrom, check_init, copy_processors, init_weights
@@ -172,8 +172,8 @@ class Trainer:
         t = self.t
         reuse = resume or init_path is not None  # the tokenizers in model_dir: its own, or copied from init_from
         log.say(f"{model_dir}: reading the corpus and {'loading' if reuse else 'training'} the tokenizers")
-        self.train_data, self.valid_data, self.src_proc, self.tgt_proc = load_data(config, model_dir, reuse, log,
-                                                                                   world)
+        self.train_data, self.valid_data, self.src_proc, self.tgt_proc = load_data(
+            config, model_dir, resume, log, world, tokenizers=model_dir if init_path is not None else None)
         # guided alignment: the training pairs' word links as the loss asks for them (None: unguided)
         self.guidance = make_guidance(config, self.train_data, self.src_proc, self.tgt_proc, log)
         self.model = build_model(config.model, len(self.src_proc.vocab), len(self.tgt_proc.vocab))
@@ -250,7 +250,7 @@ class Trainer:
         """Each remaining step's batches: with N processes a step takes N consecutive batches of the
         epoch's order, one each; with accumulation accum_steps such groups, one after the other."""
         t, world = self.t, self.world
-        batches = make_batches(self.train_data, self.config, shuffle=True, epoch=self.state.epoch)
+        batches = training_batches(self.train_data, self.config, epoch=self.state.epoch)
         per_step = world.size * t.accum_steps
         for k in range(self.state.batch_in_epoch // per_step, len(batches) // per_step):
             yield [batch_of(self.train_data, batches[(k * t.accum_steps + j) * world.size + world.rank], self.device)

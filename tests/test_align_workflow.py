@@ -179,10 +179,9 @@ def test_align_table_names_a_bad_model_spec_in_one_line(tmp_path, capsys):
     assert "give NAME=DIR" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("store", ["never", "always"])
-def test_a_corpus_pair_equal_to_a_gold_sentence_is_never_guided(tmp_path, store):
+def test_a_corpus_pair_equal_to_a_gold_sentence_is_never_guided(tmp_path):
     """The trap: a gold pair's text also stands on a line of the training corpus, whose links file gives it
-    links. Training must not guide it there either (in memory and from a token store), and says how many."""
+    links. Training must not guide it there either, and says how many."""
     corpus = [(words(de, "de"), words(ro, "ro")) for de, ro in _sentences(40, 3)] + [(GOLD_DE[1], GOLD_RO[1])]
     root = tmp_path / "d"
     root.mkdir()
@@ -192,13 +191,13 @@ def test_a_corpus_pair_equal_to_a_gold_sentence_is_never_guided(tmp_path, store)
     for name, lines in (("gold.de", GOLD_DE), ("gold.ro", GOLD_RO)):
         (root / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
     config = tmp_path / "c.yaml"
-    config.write_text(f"""name: trap
-data: {{train_tsv: d/train.tsv, tokenizer: word, lowercase: true, max_len: 40, store: {store},
-        transforms: [{{name: align_text, src: d/gold.de, tgt: d/gold.ro, copies: 3}},
-                     {{name: links, path: d/train.links}}]}}
-model: {{type: transformer, d_model: 16, n_heads: 2, ff_size: 32, enc_layers: 1, dec_layers: 2}}
-train: {{max_steps: 1, batch_tokens: 200, progress: false, tensorboard: false, valid_bleu_sample: 0,
-         guided_alignment: {{weight: 1.0, layer: 1, head: 0}}}}
+    config.write_text("""name: trap
+data: {train_tsv: d/train.tsv, tokenizer: word, lowercase: true, max_len: 40,
+        transforms: [{name: align_text, src: d/gold.de, tgt: d/gold.ro, copies: 3},
+                     {name: links, path: d/train.links}]}
+model: {type: transformer, d_model: 16, n_heads: 2, ff_size: 32, enc_layers: 1, dec_layers: 2}
+train: {max_steps: 1, batch_tokens: 200, progress: false, tensorboard: false, valid_bleu_sample: 0,
+         guided_alignment: {weight: 1.0, layer: 1, head: 0}}
 """, encoding="utf-8")
     assert attnmt(["train", str(config), "--model-dir", str(tmp_path / "m")]) == 0
     log = (tmp_path / "m" / "train_log.jsonl").read_text(encoding="utf-8")

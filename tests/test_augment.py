@@ -3,10 +3,12 @@ final punctuation) and the joined_pairs transform (pairs that join several train
 
 import json
 
+import numpy as np
 import pytest
 
 from attnmt.data.augment import add_joined, add_unpunctuated, join_run, strip_final_punctuation
-from attnmt.data.transforms import joined_origin, pair_links
+from attnmt.data.store_links import LineLinks, StoreLinks, write_store_links
+from attnmt.data.transforms import joined_origin
 from attnmt.train import train
 from tests.conftest import tiny_config
 
@@ -54,13 +56,19 @@ def test_training_adds_and_logs_the_copies(tiny_corpus, tmp_path):
     assert kept[0]["total"] == len(lines) + added[0]
 
 
-def test_joined_links_are_shifted_by_the_words_before_each_part():
+def test_joined_links_are_shifted_by_the_words_before_each_part(tmp_path):
     parts = [("a b", "x"), ("c", "y z w"), ("d e f", "v")]
     links = [{(0, 0), (1, 0)}, {(0, 2)}, {(2, 0), (0, 0)}]  # of corpus lines 0, 1, 2
     # worked by hand: part 2 starts at source word 2 and target word 1, part 3 at 3 and 4
     origin = joined_origin([(part, ((line, 0, 0),)) for line, part in enumerate(parts)])
     assert origin == ((0, 0, 0), (1, 2, 1), (2, 3, 4))
-    assert pair_links(origin, links) == {(0, 0), (1, 0), (2, 3), (5, 4), (3, 4)}
+    flat = [sorted(line) for line in links]
+    table = LineLinks(np.cumsum([0] + [len(line) for line in flat]), np.array(sum(flat, []), dtype=np.int32),
+                      np.ones(3, dtype=np.uint8))
+    write_store_links(tmp_path, table, np.arange(3), [origin, None])
+    stored = StoreLinks(tmp_path, 5)
+    assert stored[3] == {(0, 0), (1, 0), (2, 3), (5, 4), (3, 4)}
+    assert [stored[k] for k in range(3)] == links and stored[4] is None
     assert joined_origin([(parts[0], ((0, 0, 0),)), (parts[1], None)]) is None  # a part without a line: no links
     assert join_run(parts) == ("a b c d e f", "x y z w v")
 

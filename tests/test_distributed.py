@@ -10,8 +10,9 @@ import yaml
 
 from attnmt.checkpoint import load_checkpoint
 from attnmt.config import config_to_dict
-from attnmt.data.dataset import encode_pairs, load_processors, read_split
-from attnmt.data.loading import batch_of, make_batches
+from attnmt.data.dataset import load_processors
+from attnmt.data.loading import batch_of, training_batches
+from attnmt.data.store import StoreData
 from attnmt.loss import nll_loss
 from attnmt.models import build_model
 from tests.conftest import tiny_config
@@ -39,8 +40,8 @@ def test_two_processes_equal_one_over_the_global_batch(tiny_corpus, tmp_path):
 
     # The same steps in one process: batch k*2 and k*2+1 of the epoch's order, together.
     src, tgt = load_processors(model_dir)
-    data, _ = encode_pairs(read_split(config.data, "train"), src, tgt, config.data.max_len)
-    batches = make_batches(data, config, shuffle=True, epoch=0)
+    data = StoreData(model_dir / "store")
+    batches = list(training_batches(data, config, epoch=0))
     torch.manual_seed(config.train.seed)
     model = build_model(config.model, len(src.vocab), len(tgt.vocab))
     optimizer = torch.optim.Adam(model.parameters(), lr=config.train.lr)

@@ -357,7 +357,7 @@ def test_joined_pairs_carry_their_parts_guidance_shifted(tiny_corpus, tmp_path):
     (tmp_path / "m").mkdir()
     data, _, src_proc, tgt_proc = load_data(config, tmp_path / "m", False, Log())
     guidance = Guidance(data, src_proc, tgt_proc)
-    assert guidance.stats()["guided"] == len(corpus) + 20 == len(data)
+    assert data.meta["links"]["guided"] == len(corpus) + 20 == len(data)
     links = read_links(links_path, corpus)
     own = [piece_links(pair_links, src_proc.tokenizer.word_ids(src_proc.tokens(pair[0])),
                        tgt_proc.tokenizer.word_ids(tgt_proc.tokens(pair[1])))
@@ -370,7 +370,7 @@ def test_joined_pairs_carry_their_parts_guidance_shifted(tiny_corpus, tmp_path):
             expected += [[j + shift for j in sources] for sources in own[line]]
             shift += len(src_proc.tokens(corpus[line][0]))
         assert guidance([k]) == [expected]
-        assert data.src_text[k] == " ".join(corpus[line][0] for line, _, _ in data.origins[k])
+        assert data.src_ids[k] == src_proc.ids(" ".join(corpus[line][0] for line, _, _ in data.origins[k]))
 
 
 def test_training_guides_the_joined_pairs(tiny_corpus, tmp_path):

@@ -92,7 +92,7 @@ def test_a_prepared_store_counts_long_lines_apart_from_empty_ones(tmp_path: Path
     (tmp_path / "t.txt").write_bytes(b"x y\nz\nw v\nu\nt s\n")
     config = tmp_path / "c.yaml"
     config.write_text(f"data:\n  train_src: {tmp_path / 's.txt'}\n  train_tgt: {tmp_path / 't.txt'}\n"
-                      "  tokenizer: word\n  store: always\n", encoding="utf-8")
+                      "  tokenizer: word\n", encoding="utf-8")
     done = prepare(load_config(config), tmp_path / "m", workers=1, progress=False)
     (corpus,) = done["meta"]["corpora"]
     assert {k: corpus[k] for k in ("total", "kept", "empty", "too_long", "long_lines")} == {

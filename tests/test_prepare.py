@@ -87,7 +87,7 @@ def test_a_tsv_corpus_gives_the_pairs_of_read_tsv(tmp_path):
 
 
 def test_torchrun_ranks_train_from_one_store(tiny_corpus, tmp_path):
-    path = write_config(tmp_path, tiny_corpus, store="always", store_dir=str(tmp_path / "cache"))
+    path = write_config(tmp_path, tiny_corpus, store_dir=str(tmp_path / "cache"))
     proc = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29541",
          "-m", "attnmt", "train", str(path), "--model-dir", str(tmp_path / "ddp")],

@@ -11,8 +11,9 @@ import pytest
 import torch
 
 from attnmt.checkpoint import load_checkpoint
+from attnmt.data.batching import batch_by_sentences, token_batches
 from attnmt.data.dataset import encode_pairs, load_processors, read_split
-from attnmt.data.loading import make_batches
+from attnmt.data.loading import training_batches
 from attnmt.data.order import EpochOrder, Mix
 from attnmt.data.prepare import prepare
 from attnmt.data.store import EpochBatches, StoreData
@@ -24,22 +25,22 @@ from tests.conftest import tiny_config
 def store_config(corpus, **train_args):
     config = tiny_config(corpus, **{"max_steps": 12, "valid_every": 6, "valid_bleu_sample": 0, **train_args})
     config.model.emb_size, config.model.hidden_size = 16, 16
-    config.data.store = "always"
     config.data.max_len = 8  # some pairs of the tiny corpus are dropped as too long
     return config
 
 
-def in_memory(config, model_dir):
+def encoded(config, model_dir):
+    """The training corpus encoded pair by pair with the store's tokenizers."""
     src, tgt = load_processors(model_dir)
     data, stats = encode_pairs(read_split(config.data, "train"), src, tgt, config.data.max_len)
     return data, stats
 
 
-def test_store_holds_the_in_memory_ids_lengths_and_order(tiny_corpus, tmp_path):
+def test_store_holds_each_pairs_ids_lengths_and_counts_in_corpus_order(tiny_corpus, tmp_path):
     config = store_config(tiny_corpus)
     done = prepare(config, tmp_path / "m", workers=1, progress=False)
     store = StoreData(done["location"])
-    data, stats = in_memory(config, done["location"])
+    data, stats = encoded(config, done["location"])
     assert 0 < len(store) == len(data) < 600
     assert [store.src_ids[i] for i in range(len(store))] == data.src_ids
     assert [store.tgt_ids[i] for i in range(len(store))] == data.tgt_ids
@@ -50,15 +51,23 @@ def test_store_holds_the_in_memory_ids_lengths_and_order(tiny_corpus, tmp_path):
 
 
 @pytest.mark.parametrize("by", ["tokens", "sentences"])
-def test_batches_from_the_store_equal_the_in_memory_batches(tiny_corpus, tmp_path, by):
+def test_an_epoch_in_one_window_packs_as_the_list_batchers_do(tiny_corpus, tmp_path, by):
+    """One window's batches are token_batches' (batch_by_sentences') over the same lengths: the packing
+    that validation batches use, and what the window-by-window packing is checked against."""
     config = store_config(tiny_corpus, batch_size=16 if by == "sentences" else None)
-    done = prepare(config, tmp_path / "m", workers=1, progress=False)
-    store = StoreData(done["location"])
-    data, _ = in_memory(config, done["location"])
+    t = config.train
+    store = StoreData(prepare(config, tmp_path / "m", workers=1, progress=False)["location"])
+    src_len, tgt_len = store.src_len.tolist(), store.tgt_len.tolist()
+
+    def listed(shuffle, epoch):
+        if t.batch_size:
+            return batch_by_sentences(src_len, tgt_len, t.batch_size, shuffle=shuffle, seed=t.seed, epoch=epoch)
+        return token_batches(src_len, tgt_len, t.batch_tokens, shuffle=shuffle, seed=t.seed, epoch=epoch)
+
     for epoch in range(3):
-        assert list(make_batches(store, config, shuffle=True, epoch=epoch)) == \
-            make_batches(data, config, shuffle=True, epoch=epoch)
-    assert list(make_batches(store, config, shuffle=False, epoch=0)) == make_batches(data, config, False, 0)
+        assert list(training_batches(store, config, epoch=epoch)) == listed(True, epoch)
+    unshuffled = EpochBatches(store, t.batch_tokens, t.batch_size, False, t.seed, 0, config.data.shuffle_window)
+    assert list(unshuffled) == listed(False, 0)
 
 
 def test_windows_cover_the_epoch_once_within_the_token_budget(tiny_corpus, tmp_path):
@@ -151,7 +160,7 @@ def test_reading_a_store_for_training_maps_none_of_it(tiny_corpus, tmp_path):
         pytest.skip("no /proc/self/maps on this system")
     config = store_config(tiny_corpus)
     store = StoreData(prepare(config, tmp_path / "m", workers=1, progress=False)["location"])
-    batches = make_batches(store, config, shuffle=True, epoch=0)
+    batches = training_batches(store, config, epoch=0)
     pairs = [(store.src_ids[i], store.tgt_ids[i]) for b in batches for i in b]
     assert len(pairs) == len(store) and all(src and tgt for src, tgt in pairs)
     mapped = [line for line in maps.read_text().splitlines() if str(store.folder) in line]
@@ -186,7 +195,7 @@ def test_weighted_corpora_give_each_epoch_their_share_and_log_it(tiny_corpus, tm
     train(config, tmp_path / "m", quiet=True)
     store = StoreData(tmp_path / "m" / "store")
     for epoch in range(2):
-        batches = make_batches(store, config, shuffle=True, epoch=epoch)
+        batches = training_batches(store, config, epoch=epoch)
         drawn = [i for b in batches for i in b]
         from_small = sum(i >= 300 for i in drawn)
         assert (len(drawn), from_small) == (330, 165)  # equal weights: half each, the small corpus repeated
@@ -228,7 +237,7 @@ def test_a_failed_preparation_leaves_nothing_that_is_taken_for_a_store(tiny_corp
     assert prepare(config, tmp_path / "m", workers=1, progress=False)["prepared"]
 
 
-@pytest.mark.parametrize("window", [None, 100])  # one window (the in-memory batches), or six
+@pytest.mark.parametrize("window", [None, 100])  # one window, or six
 def test_training_from_the_store_resumes_bit_identically(tiny_corpus, tmp_path, window):
     config, stopped = store_config(tiny_corpus, save_every=3), store_config(tiny_corpus, save_every=3, max_steps=7)
     if window:
@@ -242,17 +251,6 @@ def test_training_from_the_store_resumes_bit_identically(tiny_corpus, tmp_path, 
     assert a["train_state"] == b["train_state"]
     for key, tensor in a["model"].items():
         assert torch.equal(tensor, b["model"][key]), key
-
-
-def test_training_from_the_store_equals_training_in_memory(tiny_corpus, tmp_path):
-    config = store_config(tiny_corpus, max_steps=5)
-    train(config, tmp_path / "store", quiet=True)
-    config.data.store = "never"
-    train(config, tmp_path / "memory", quiet=True)
-    a = load_checkpoint(tmp_path / "store" / "checkpoints" / "last.pt")["model"]
-    b = load_checkpoint(tmp_path / "memory" / "checkpoints" / "last.pt")["model"]
-    assert all(torch.equal(a[k], b[k]) for k in a)
-    assert not (tmp_path / "memory" / "store").exists()
 
 
 def test_a_data_train_list_takes_held_out_pairs_and_transforms(tiny_corpus, tmp_path):

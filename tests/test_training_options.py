@@ -12,7 +12,8 @@ import attnmt.evaluate
 from attnmt.accumulate import accumulate_gradients
 from attnmt.checkpoint import load_checkpoint
 from attnmt.data.dataset import encode_pairs, load_processors, read_split
-from attnmt.data.loading import batch_of, make_batches
+from attnmt.data.loading import batch_of, training_batches
+from attnmt.data.store import StoreData
 from attnmt.distributed import World
 from attnmt.evaluate import Scores
 from attnmt.loss import nll_loss, validation_loss
@@ -27,9 +28,9 @@ CPU = torch.device("cpu")
 
 
 def data_of(config, model_dir):
+    """The processors and the training store of a trained model folder."""
     src, tgt = load_processors(model_dir)
-    data, _ = encode_pairs(read_split(config.data, "train"), src, tgt, config.data.max_len)
-    return src, tgt, data
+    return src, tgt, StoreData(model_dir / "store")
 
 
 def initial_model(config, src, tgt):
@@ -43,7 +44,7 @@ def initial_model(config, src, tgt):
 def test_accumulated_gradient_of_two_batches_is_that_of_one_batch_of_both(tiny_model, tiny_corpus):
     config = tiny_config(tiny_corpus)
     src, tgt, data = data_of(config, tiny_model)
-    first, second = make_batches(data, config, shuffle=True, epoch=0)[:2]
+    first, second = list(training_batches(data, config, epoch=0))[:2]
     model = initial_model(config, src, tgt).eval()  # no dropout: the same arithmetic both ways
 
     def grads(batches):
@@ -73,7 +74,7 @@ def test_training_with_accum_steps_2_is_training_on_the_pairs_of_batches(tiny_co
               if json.loads(line)["event"] == "train"]
 
     src, tgt, data = data_of(config, tmp_path / "m")
-    batches = make_batches(data, config, shuffle=True, epoch=0)
+    batches = list(training_batches(data, config, epoch=0))
     model = initial_model(config, src, tgt)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.train.lr)  # the unfused code path
     losses = []
@@ -238,7 +239,7 @@ def test_two_processes_accumulating_2_batches_each_equal_one_process_over_all_4(
     assert trained["train_state"]["batch_in_epoch"] == 4 * steps
 
     src, tgt, data = data_of(config, tmp_path / "ddp")
-    batches = make_batches(data, config, shuffle=True, epoch=0)
+    batches = list(training_batches(data, config, epoch=0))
     model = initial_model(config, src, tgt)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.train.lr)
     for k in range(steps):

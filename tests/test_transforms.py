@@ -1,5 +1,6 @@
-"""Data transforms (attnmt/data/transforms.py): the same pairs in memory and from a token store, their
-settings checked in one line, and guided training with joined pairs from a store."""
+"""Data transforms (attnmt/data/transforms.py): the token store holds what they make (checked against the
+transforms run over the corpus as a list), their settings are checked in one line, and guided training
+reads joined pairs' links from the store."""
 
 from __future__ import annotations
 
@@ -7,14 +8,14 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
 
-from attnmt.checkpoint import load_checkpoint
 from attnmt.config import DataConfig, config_from_dict
-from attnmt.data.loading import load_data, make_batches
+from attnmt.data.corpus import filter_pairs
+from attnmt.data.dataset import load_processors, read_split
+from attnmt.data.loading import load_data
 from attnmt.data.prepare import prepare
-from attnmt.data.store import StoreData
-from attnmt.data.transforms import TRANSFORMS, transforms_of
+from attnmt.data.split import split_positions
+from attnmt.data.transforms import TRANSFORMS, Pairs, apply_transforms, transforms_of
 from attnmt.errors import UserError
 from attnmt.train import train
 from tests.conftest import tiny_config
@@ -77,8 +78,7 @@ def case_config(name: str, corpus: Path, tmp_path: Path):
     return config
 
 
-def loaded(config, model_dir: Path, store: str):
-    config.data.store = store
+def loaded(config, model_dir: Path):
     model_dir.mkdir(parents=True)
     log = Log()
     train_data, valid, src_proc, tgt_proc = load_data(config, model_dir, False, log)
@@ -87,72 +87,99 @@ def loaded(config, model_dir: Path, store: str):
     return train_data, pairs, origins, valid, log.events, src_proc
 
 
+def listed(config, model_dir: Path):
+    """The reference: the corpus as a list, less its held-out pairs, the transforms run over it, each pair
+    encoded with the model's tokenizers, the empty and over-long ones dropped: (ids, origin, text) per pair."""
+    cfg, seed = config.data, config.train.seed
+    source = [t for t in transforms_of(cfg) if t.source]
+    corpus = [] if source else read_split(cfg, "train")
+    where = split_positions(corpus, cfg.valid_size, cfg.test_size, seed) if cfg.valid_size else [0] * len(corpus)
+    lines = [k for k, w in enumerate(where) if w == 0]
+    pairs = Pairs.of_list([corpus[k] for k in lines], lines)
+    apply_transforms(cfg, pairs, seed)
+    src, tgt = load_processors(model_dir)
+    text = pairs.all()
+    ids = [(src.ids(s), tgt.ids(t)) for s, t in text]
+    keep, _ = filter_pairs(ids, cfg.max_len)
+    return [ids[k] for k in keep], [pairs.origin(k) for k in keep], [text[k] for k in keep]
+
+
 @pytest.mark.parametrize("name", list(CASES))
-def test_each_transform_gives_the_same_pairs_in_memory_and_from_a_store(name, tiny_corpus, tmp_path):
+def test_the_store_holds_what_each_transform_makes(name, tiny_corpus, tmp_path):
     config = case_config(name, tiny_corpus, tmp_path)
-    memory, m_pairs, m_origins, m_valid, m_events, m_proc = loaded(config, tmp_path / "memory", "never")
-    store, s_pairs, s_origins, s_valid, s_events, s_proc = loaded(config, tmp_path / "store", "always")
-    assert isinstance(store, StoreData) and not isinstance(memory, StoreData)
-    assert m_proc.vocab == s_proc.vocab
-    assert s_pairs == m_pairs and s_origins == m_origins
-    assert s_valid.src_ids == m_valid.src_ids and s_valid.tgt_ids == m_valid.tgt_ids
-    assert list(make_batches(store, config, shuffle=True, epoch=1)) == make_batches(memory, config, True, 1)
+    store, pairs, origins, valid, events, _ = loaded(config, tmp_path / "m")
+    ids, expected_origins, _ = listed(config, tmp_path / "m")
+    assert pairs == ids and origins == expected_origins
     keys = {"joined_pairs", "alignment_test_text", "augmented_without_final_punctuation", "synthetic"}
-    reported = [[e for e in events if keys & set(e)] for events in (m_events, s_events)]
-    assert reported[0] == reported[1] and len(reported[0]) == sum(t.changes_pairs for t in transforms_of(config.data))
-    if memory.links is not None:
-        assert store.links == memory.links
+    assert len([e for e in events if keys & set(e)]) == sum(t.name != "links" for t in transforms_of(config.data))
+    assert (store.links is not None) == any(t.name == "links" for t in transforms_of(config.data))
     for held in ("valid.src", "test.src"):
-        assert (tmp_path / "memory" / held).is_file() == (name == "all, held out")
-        if name == "all, held out":
-            assert (tmp_path / "memory" / held).read_text() == (tmp_path / "store" / held).read_text()
+        assert (tmp_path / "m" / held).is_file() == (name == "all, held out")
 
 
 def test_joined_pairs_carry_their_parts_lines_and_word_offsets(tiny_corpus, tmp_path):
     config = case_config("joined_pairs", tiny_corpus, tmp_path)
-    data, _, origins, *_ = loaded(config, tmp_path / "memory", "never")
+    loaded(config, tmp_path / "m")
+    _, origins, text = listed(config, tmp_path / "m")
     lines = (tiny_corpus / "train.src").read_text(encoding="utf-8").splitlines()
     joined = [(k, o) for k, o in enumerate(origins) if len(o) > 1]
     assert joined
     for k, origin in joined:  # the parts' text, one after the other, at the word offsets the origin gives
-        words = data.src_text[k].split()
+        words = text[k][0].split()
         for line, src_offset, _ in origin:
             part = lines[line].split()
             assert words[src_offset:src_offset + len(part)] == part
     plain = [(k, o[0]) for k, o in enumerate(origins) if len(o) == 1]
-    assert len(plain) > 500 and all(data.src_text[k] == lines[line] and offsets == [0, 0]
+    assert len(plain) > 500 and all(text[k][0] == lines[line] and offsets == [0, 0]
                                     for k, (line, *offsets) in plain)
 
 
-def test_training_with_joined_pairs_and_links_runs_from_the_store_as_in_memory(tiny_corpus, tmp_path):
+def test_joined_pairs_store_their_parts_links_shifted(tiny_corpus, tmp_path):
+    """Each stored pair's links: a corpus pair's line's links, a joined pair's parts' links shifted by the
+    words before each part, none for added text."""
+    from attnmt.data.links import read_links
+
+    config = case_config("all, held out", tiny_corpus, tmp_path)
+    store, _, origins, *_ = loaded(config, tmp_path / "m")
+    corpus = read_split(config.data, "train")
+    table = read_links(links_file(tiny_corpus, tmp_path), corpus)
+    kinds = set()
+    for k, origin in enumerate(origins):
+        if origin is None:
+            expected = None
+        else:
+            expected = {(i + s, j + t) for line, s, t in origin for i, j in table[line]}
+        kinds.add("added" if origin is None else "joined" if len(origin) > 1 else "corpus")
+        assert store.links[k] == expected, k
+    assert kinds == {"added", "joined", "corpus"}
+    assert store.meta["links"]["guided"] == sum(o is not None for o in origins)
+
+
+def test_training_with_joined_pairs_and_links_guides_from_the_store(tiny_corpus, tmp_path):
     config = tiny_config(tiny_corpus, max_steps=4, valid_every=4, valid_bleu_sample=0, log_every=2)
     config.data.transforms = [{"name": "joined_pairs", "count": 50, "max_parts": 3},
                               {"name": "links", "path": str(links_file(tiny_corpus, tmp_path))}]
     config.train.guided_alignment.weight = 1.0
-    config.data.store = "always"
-    train(config, tmp_path / "store", quiet=True)
-    config.data.store = "never"
-    train(config, tmp_path / "memory", quiet=True)
-    assert (tmp_path / "store" / "store" / "meta.json").is_file() and not (tmp_path / "memory" / "store").exists()
-    events = [json.loads(line) for line in (tmp_path / "store" / "train_log.jsonl").read_text().splitlines()]
+    train(config, tmp_path / "m", quiet=True)
+    assert (tmp_path / "m" / "store" / "links.off").is_file()
+    events = [json.loads(line) for line in (tmp_path / "m" / "train_log.jsonl").read_text().splitlines()]
     guided = next(e for e in events if "guided" in e)
     assert guided["guided"] > 600 and guided["links"] > 0  # the corpus pairs and the joined pairs
     assert any("align_loss" in e for e in events)
-    a = load_checkpoint(tmp_path / "store" / "checkpoints" / "last.pt")["model"]
-    b = load_checkpoint(tmp_path / "memory" / "checkpoints" / "last.pt")["model"]
-    assert all(torch.equal(a[k], b[k]) for k in a)
 
 
 def test_a_changed_transform_makes_the_store_stale(tiny_corpus, tmp_path):
     config = case_config("joined_pairs", tiny_corpus, tmp_path)
-    config.data.store = "always"
     assert prepare(config, tmp_path / "m", workers=1, progress=False)["prepared"]
     assert not prepare(config, tmp_path / "m", workers=1, progress=False)["prepared"]
     config.data.transforms[0]["count"] = 61
     assert prepare(config, tmp_path / "m", workers=1, progress=False)["reason"] == \
         "the config's data settings changed since it was prepared"
     config.data.transforms.append({"name": "links", "path": str(links_file(tiny_corpus, tmp_path))})
-    assert not prepare(config, tmp_path / "m", workers=1, progress=False)["prepared"]  # links are not in it
+    assert prepare(config, tmp_path / "m", workers=1, progress=False)["prepared"]  # the links are in it
+    links = Path(config.data.transforms[-1]["path"])
+    links.write_text(links.read_text(encoding="utf-8").replace("0-0", "0-1", 1), encoding="utf-8")
+    assert "changed since it was prepared" in prepare(config, tmp_path / "m", workers=1, progress=False)["reason"]
 
 
 @pytest.mark.parametrize("transforms, message", [
@@ -277,14 +304,13 @@ def test_a_new_transform_registers_and_runs_on_both_pipelines(tiny_corpus, tmp_p
     try:
         config = tiny_config(tiny_corpus)
         config.data.transforms = [{"name": "reversed_copies", "count": 7}]
-        _, m_pairs, m_origins, *_ = loaded(config, tmp_path / "memory", "never")
-        store, s_pairs, s_origins, *_ = loaded(config, tmp_path / "store", "always")
+        store, pairs, origins, *_ = loaded(config, tmp_path / "m")
+        ids, _, text = listed(config, tmp_path / "m")
         first = (tiny_corpus / "train.src").read_text(encoding="utf-8").splitlines()[0]
-        assert s_pairs == m_pairs and s_origins == m_origins == [((k, 0, 0),) for k in range(600)] + [None] * 7
+        assert pairs == ids and origins == [((k, 0, 0),) for k in range(600)] + [None] * 7
         assert [c["name"] for c in store.meta["corpora"]] == ["train", "transforms"]
         assert store.meta["transforms"] == [{"reversed_copies": 7}]
-        memory, *_ = loaded(config, tmp_path / "again", "never")
-        assert memory.src_text[600] == " ".join(first.split()[::-1])
+        assert text[600][0] == " ".join(first.split()[::-1])
         config.data.transforms[0]["count"] = 0
         with pytest.raises(UserError, match=r"data.transforms\[0\].count=0 is out of range"):
             transforms_of(config.data)

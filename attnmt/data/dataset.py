@@ -11,7 +11,7 @@ from pathlib import Path
 
 from attnmt.config import DataConfig
 from attnmt.data.corpus import filter_pairs, read_parallel, read_tsv
-from attnmt.data.tokenize import Tokenizer, load_tokenizer, train_tokenizer
+from attnmt.data.tokenize import Tokenizer, load_tokenizer
 from attnmt.data.vocab import Vocabulary
 from attnmt.errors import UserError
 
@@ -35,17 +35,13 @@ class TextProcessor:
 
 @dataclass
 class ParallelData:
-    """A split of a corpus: the raw text and the token ids of both sides."""
+    """Pairs held in memory, the raw text and the token ids of both sides: validation and test sets
+    (training reads a token store, attnmt/data/store.py)."""
 
     src_text: list[str]
     tgt_text: list[str]
     src_ids: list[list[int]]
     tgt_ids: list[list[int]]
-    # Per pair, the corpus lines it is made of (attnmt/data/transforms.py, Origin), or None for every pair
-    origins: list | None = None
-    # The training corpus's word links by line (the links transform), read by guided alignment
-    links: list | None = None
-    long_lines: int = 0  # training pairs dropped for a line over attnmt.data.corpus.MAX_LINE_BYTES
 
     def __len__(self) -> int:
         return len(self.src_ids)
@@ -65,24 +61,6 @@ def read_split(cfg: DataConfig, split: str, dropped: list[int] | None = None) ->
     return None
 
 
-def build_processors(cfg: DataConfig, pairs: list[tuple[str, str]],
-                     model_dir: Path) -> tuple[TextProcessor, TextProcessor]:
-    """Train the tokenizers and build the vocabularies on the training pairs; store them in model_dir."""
-    src_texts = [s for s, _ in pairs]
-    tgt_texts = [t for _, t in pairs]
-
-    def make(texts: list[str], name: str) -> TextProcessor:
-        tokenizer = train_tokenizer(cfg.tokenizer, texts, cfg.vocab_size, model_dir, name, lowercase=cfg.lowercase)
-        vocab = Vocabulary.build((tokenizer.encode(t) for t in texts), max_size=cfg.max_vocab, min_freq=cfg.min_freq)
-        vocab.save(model_dir / f"{name}.vocab")
-        return TextProcessor(tokenizer, vocab)
-
-    if cfg.joint_vocab:
-        joint = make(src_texts + tgt_texts, "joint")
-        return joint, joint
-    return make(src_texts, "src"), make(tgt_texts, "tgt")
-
-
 def load_processors(model_dir: Path) -> tuple[TextProcessor, TextProcessor]:
     """The source and target processors stored in a model folder."""
 
@@ -96,9 +74,8 @@ def load_processors(model_dir: Path) -> tuple[TextProcessor, TextProcessor]:
 
 
 def encode_pairs(pairs: list[tuple[str, str]], src: TextProcessor, tgt: TextProcessor,
-                 max_len: int | None, origins: list | None = None) -> tuple[ParallelData, dict]:
-    """Token ids of both sides; with max_len, empty and over-long pairs are dropped and counted.
-    ``origins`` (one per pair) are kept for the pairs kept."""
+                 max_len: int | None) -> tuple[ParallelData, dict]:
+    """Token ids of both sides; with max_len, empty and over-long pairs are dropped and counted."""
     src_ids = [src.ids(s) for s, _ in pairs]
     tgt_ids = [tgt.ids(t) for _, t in pairs]
     keep = list(range(len(pairs)))
@@ -108,6 +85,5 @@ def encode_pairs(pairs: list[tuple[str, str]], src: TextProcessor, tgt: TextProc
         stats = vars(filter_stats) if not isinstance(filter_stats, dict) else filter_stats
     data = ParallelData(
         [pairs[i][0] for i in keep], [pairs[i][1] for i in keep], [src_ids[i] for i in keep],
-        [tgt_ids[i] for i in keep], origins=[origins[i] for i in keep] if origins is not None else None,
-    )
+        [tgt_ids[i] for i in keep])
     return data, stats

@@ -36,11 +36,23 @@ import numpy as np
 
 from attnmt.config import Config
 from attnmt.data.chunks import count_lines, decode_chunk, raw_chunks, split_tsv
+from attnmt.data.corpus import iter_parallel, read_parallel
 from attnmt.data.dataset import TextProcessor, load_processors
 from attnmt.data.split import split_positions, write_held_out
-from attnmt.data.store import FORMAT, SIDES, corpora_of, data_fingerprint, file_stamps, replace_dir, staleness
+from attnmt.data.store import (
+    FORMAT,
+    SIDES,
+    copy_tokenizers,
+    corpora_of,
+    data_fingerprint,
+    file_stamps,
+    replace_dir,
+    staleness,
+    tokenizer_hash,
+)
+from attnmt.data.store_links import LineLinks, same_text, write_store_links
 from attnmt.data.tokenize import train_tokenizer
-from attnmt.data.transforms import Origin, Pairs, apply_transforms
+from attnmt.data.transforms import AlignText, Origin, Pairs, apply_transforms, links_transform, transforms_of
 from attnmt.data.vocab import Vocabulary
 from attnmt.errors import UserError
 from attnmt.model_folder import make_folder
@@ -373,51 +385,37 @@ def _entries(corpora: list[dict], stats: list[dict], added: dict) -> list[dict]:
     return entries
 
 
+SMALL_BYTES = 8 << 20  # a corpus this small is encoded in this process: starting workers would cost more
+
+
+def _workers(cfg, corpora: list[dict], workers: int | None) -> int:
+    """Encoding processes: as asked, else data.workers, else one per core (one for a small corpus)."""
+    if workers or cfg.workers:
+        return workers or cfg.workers
+    size = sum(Path(c[key]).stat().st_size for c in corpora for key in ("src", "tgt", "tsv") if c[key])
+    return 1 if size < SMALL_BYTES else os.cpu_count() or 1
+
+
 def prepare_store(config: Config, target: Path, workers: int | None = None, progress: bool = True,
-                  force: bool = False) -> dict:
+                  force: bool = False, tokenizers: Path | None = None) -> dict:
     """Build the store of config's training data at `target` unless an up-to-date one is there.
 
-    Returns {"prepared": bool, "reason": why, "meta": the store's meta.json, "seconds": per phase}.
+    ``tokenizers``: a folder whose tokenizers and vocabularies encode the corpus (fine-tuning, a resumed
+    run), instead of ones trained on a sample of it. Returns {"prepared": bool, "reason": why, "meta":
+    the store's meta.json, "seconds": per phase}.
     """
     cfg, seed = config.data, config.train.seed
-    reason = staleness(target, cfg, seed)
+    reason = staleness(target, cfg, seed, tokenizers)
     if reason is None and not force:
         return {"prepared": False, "reason": "up to date", "meta": _meta(target), "seconds": {}}
     corpora = corpora_of(cfg)
     stamps = file_stamps(cfg)
-    workers = workers or cfg.workers or os.cpu_count() or 1
+    workers = _workers(cfg, corpora, workers)
     make_folder(target.parent, "store folder" if cfg.store_dir else "model folder")
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.preparing-", dir=target.parent))
-    seconds = {}
     try:
-        t0 = time.perf_counter()
-        counts, longs = _pair_counts(corpora, cfg, progress)
-        excluded, held = _hold_out(corpora, counts, cfg, seed)
-        pairs = _corpus_pairs(corpora, counts, cfg, excluded)
-        records = apply_transforms(cfg, pairs, seed)
-        src, tgt = _sample(pairs, cfg, seed)
-        seconds["reading"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        with _bar(len(src), "tokenizer training", progress) as bar:
-            _train_processors(cfg, src, tgt, tmp)
-            bar.update(len(src))
-        sample_pairs = len(src)
-        del src, tgt
-        seconds["tokenizer"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        stats, added, parts, arrays = _encode_all(corpora, counts, cfg, tmp, workers, progress, excluded, pairs)
-        _count_long_lines(stats, longs, counts, excluded)
-        seconds["encoding"] = time.perf_counter() - t0
-        entries = _entries(corpora, stats, added)
-        n_corpus = sum(st["kept"] for st in stats)
-        (tmp / "added.origins").write_text(json.dumps({str(n_corpus + k): v for k, v in parts.items()}),
-                                          encoding="utf-8")
-        if held:
-            write_held_out(tmp, held["valid"], held["test"])
-        meta = {"format": FORMAT, "pairs": n_corpus + added["kept"], "corpus_pairs": n_corpus, "corpora": entries,
-                "files": stamps,
-                "fingerprint": data_fingerprint(cfg, seed), "sample_pairs": sample_pairs, "lines": sum(counts),
-                "transforms": records, "workers": workers, **arrays}
+        meta = _build(config, corpora, tmp, workers, progress, tokenizers)
+        meta["files"] = stamps
         if stamps != file_stamps(cfg):
             raise UserError("a training file changed while it was being prepared; prepare again once it is complete")
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
@@ -425,7 +423,79 @@ def prepare_store(config: Config, target: Path, workers: int | None = None, prog
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
-    return {"prepared": True, "reason": reason, "meta": meta, "seconds": seconds}
+    return {"prepared": True, "reason": reason, "meta": meta, "seconds": meta["seconds"]}
+
+
+def _build(config: Config, corpora: list[dict], tmp: Path, workers: int, progress: bool,
+           tokenizers: Path | None) -> dict:
+    """The three phases into `tmp`, then the links; the store's meta.json (less the files' stamps)."""
+    cfg, seed = config.data, config.train.seed
+    seconds = {}
+    t0 = time.perf_counter()
+    counts, longs = _pair_counts(corpora, cfg, progress)
+    excluded, held = _hold_out(corpora, counts, cfg, seed)
+    pairs = _corpus_pairs(corpora, counts, cfg, excluded)
+    records = apply_transforms(cfg, pairs, seed)
+    seconds["reading"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    if tokenizers is not None:
+        copy_tokenizers(tokenizers, tmp)
+        sample_pairs = 0
+    else:
+        src, tgt = _sample(pairs, cfg, seed)
+        with _bar(len(src), "tokenizer training", progress) as bar:
+            _train_processors(cfg, src, tgt, tmp)
+            bar.update(len(src))
+        sample_pairs = len(src)
+        del src, tgt
+    seconds["tokenizer"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    stats, added, parts, arrays = _encode_all(corpora, counts, cfg, tmp, workers, progress, excluded, pairs)
+    _count_long_lines(stats, longs, counts, excluded)
+    seconds["encoding"] = time.perf_counter() - t0
+    entries = _entries(corpora, stats, added)
+    n_corpus = sum(st["kept"] for st in stats)
+    (tmp / "added.origins").write_text(json.dumps({str(n_corpus + k): v for k, v in parts.items()}),
+                                      encoding="utf-8")
+    if held:
+        write_held_out(tmp, held["valid"], held["test"])
+    links = _links(cfg, corpora, counts, tmp, [parts.get(k) for k in range(added["kept"])])
+    return {"format": FORMAT, "pairs": n_corpus + added["kept"], "corpus_pairs": n_corpus, "corpora": entries,
+            "fingerprint": data_fingerprint(cfg, seed), "tokenizers": tokenizer_hash(tmp),
+            "sample_pairs": sample_pairs, "lines": sum(counts), "transforms": records, "links": links,
+            "workers": workers, "seconds": seconds, **arrays}
+
+
+def _links(cfg, corpora: list[dict], counts: list[int], folder: Path, added: list[Origin]) -> dict | None:
+    """The links transform's links of every stored pair into the store (attnmt/data/store_links.py)."""
+    transform = links_transform(cfg)
+    if transform is None:
+        return None
+    table = LineLinks.read(transform.path, sum(counts))
+    sources, targets = set(), set()
+    for gold in (t for t in transforms_of(cfg) if isinstance(t, AlignText)):
+        for src, tgt in read_parallel(gold.src, gold.tgt):
+            sources.add(same_text(src))
+            targets.add(same_text(tgt))
+    unguided = table.check_text(transform.path, _corpus_text(corpora, counts, cfg), (sources, targets))
+    dropped = np.load(folder / "dropped.npy")
+    corpus_lines = np.delete(np.arange(sum(counts), dtype=np.int64), dropped)
+    return {"path": transform.path, **write_store_links(folder, table, corpus_lines, added),
+            "unguided_equal_to_align_text": unguided}
+
+
+def _corpus_text(corpora: list[dict], counts: list[int], cfg):
+    """Every pair of the corpora, one at a time, in line order (an over-long line reads as empty)."""
+    for corpus, n in zip(corpora, counts):
+        if not corpus["tsv"]:
+            yield from iter_parallel(corpus["src"], corpus["tgt"], dropped=[])
+            continue
+        cols = (cfg.tsv_src_column, cfg.tsv_tgt_column)
+        for line0, data, first in raw_chunks(corpus["tsv"], long=[], blank=_tsv_blank(cols)):
+            lines = decode_chunk(data, corpus["tsv"], line0, first, clean=False)[: max(0, n - line0)]
+            yield from split_tsv(lines, corpus["tsv"], range(line0 + 1, line0 + 1 + len(lines)), cols)
+            if line0 + len(lines) >= n:
+                break
 
 
 def _meta(folder: Path) -> dict:
@@ -437,8 +507,6 @@ def prepare(config: Config, model_dir: Path, workers: int | None = None, force: 
     """`attnmt prepare`: the store of a config's training data, where `attnmt train` will look for it."""
     from attnmt.data.store import store_location
 
-    if config.data.store == "never":
-        raise UserError("config: data.store is never, so training would not read a store; set data.store: auto")
     location = store_location(config.data, model_dir, config.train.seed)
     done = prepare_store(config, location, workers=workers, progress=progress, force=force)
     done["location"] = location

@@ -1,6 +1,8 @@
 """The token store: a prepared training corpus as memory-mapped numpy arrays, and its batches.
 
-A store is a folder that `attnmt prepare` (attnmt/data/prepare.py) writes once::
+Every training run reads its pairs from a store: `attnmt train` prepares one (attnmt/data/prepare.py),
+or reuses the one whose inputs are unchanged, in its model folder (MODEL_DIR/store) or, with
+data.store_dir, in a shared folder named by the data settings' hash. A store is a folder::
 
     meta.json          format, pair count, dtypes, the corpora (name, first pair, count, weight, filter
                        counts), each source file's size and modification time, and a hash of the data
@@ -8,6 +10,7 @@ A store is a folder that `attnmt prepare` (attnmt/data/prepare.py) writes once::
     src.ids  tgt.ids   every kept pair's token ids, concatenated (uint16, or int32 for big vocabularies)
     src.off  tgt.off   int64 offsets into them, one per pair plus one: pair i is ids[off[i]:off[i + 1]]
     src.len  tgt.len   the lengths (uint16 / int32): the batches are built from these alone
+    links.*            guided alignment's word links, one entry per pair (attnmt/data/store_links.py)
     dropped.npy        the corpus lines (counted over the corpora in order) that are not in it: held
                        out, empty or too long; the corpus pairs' lines follow from them (`_Origins`)
     added.origins      JSON: the origins of the pairs the transforms added (attnmt/data/transforms.py)
@@ -30,6 +33,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import shutil
 import struct
 from functools import cached_property
 from pathlib import Path
@@ -40,12 +45,14 @@ import torch
 from attnmt.config import DataConfig
 from attnmt.data.batching import epoch_generator
 from attnmt.data.order import EpochOrder, Mix, epoch_counts, seeded_rng
+from attnmt.data.store_links import StoreLinks
 from attnmt.data.transforms import Origin, fingerprint_settings, source_of, transform_files
 from attnmt.errors import UserError
 
-FORMAT = 2
+FORMAT = 3
 SIDES = ("src", "tgt")
 _OFFSETS = struct.Struct("=qq")  # a pair's two int64 offsets, in the byte order numpy wrote them
+TOKENIZER_FILE = re.compile(r"(src|tgt|joint)\.(model|vocab|json)")
 # The data settings that decide what a store holds; valid/test files, workers and the store
 # location do not.
 STORE_FIELDS = ("train_src", "train_tgt", "train_tsv", "train", "tsv_src_column", "tsv_tgt_column", "tokenizer",
@@ -90,6 +97,25 @@ def file_stamps(cfg: DataConfig) -> list[dict]:
     return stamps
 
 
+def tokenizer_files(folder: Path) -> list[Path]:
+    """The tokenizers and vocabularies in a folder (src / tgt / joint .model .vocab .json)."""
+    return sorted(p for p in Path(folder).iterdir() if TOKENIZER_FILE.fullmatch(p.name))
+
+
+def tokenizer_hash(folder: Path) -> str:
+    """A hash of the tokenizers and vocabularies in a folder (which ids a store's pairs are in)."""
+    digest = hashlib.sha256()
+    for path in tokenizer_files(folder):
+        digest.update(path.name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def copy_tokenizers(source: Path, target: Path) -> None:
+    """The tokenizers and vocabularies of one folder into another."""
+    for path in tokenizer_files(source):
+        shutil.copyfile(path, Path(target) / path.name)
+
+
 def store_location(cfg: DataConfig, model_dir: Path, seed: int) -> Path:
     """MODEL_DIR/store, or a folder named by the settings' hash in data.store_dir (shared between models)."""
     if cfg.store_dir:
@@ -97,8 +123,9 @@ def store_location(cfg: DataConfig, model_dir: Path, seed: int) -> Path:
     return Path(model_dir) / "store"
 
 
-def staleness(store_dir: Path, cfg: DataConfig, seed: int) -> str | None:
-    """None when `store_dir` is a complete store of these settings and files, else why it is not."""
+def staleness(store_dir: Path, cfg: DataConfig, seed: int, tokenizers: Path | None = None) -> str | None:
+    """None when `store_dir` is a complete store of these settings and files (and, when ``tokenizers``
+    names a folder, of its tokenizers), else why it is not."""
     meta_path = store_dir / "meta.json"
     if not meta_path.is_file():
         return "no prepared store"
@@ -110,6 +137,8 @@ def staleness(store_dir: Path, cfg: DataConfig, seed: int) -> str | None:
         return f"it has format {meta.get('format')}, not {FORMAT}"
     if meta.get("fingerprint") != data_fingerprint(cfg, seed):
         return "the config's data settings changed since it was prepared"
+    if tokenizers is not None and meta.get("tokenizers") != tokenizer_hash(tokenizers):
+        return f"its tokenizers are not those of {tokenizers}"
     now = {s["path"]: s for s in file_stamps(cfg)}
     before = {s["path"]: s for s in meta.get("files", [])}
     if set(now) != set(before):
@@ -207,9 +236,7 @@ class _Origins:
 
 
 class StoreData:
-    """A prepared training split, read from the store (same interface as ParallelData for training)."""
-
-    links = None  # the corpus's word links by line, when the links transform attaches them (attnmt/data/loading.py)
+    """A prepared training split, read from the store: each pair's ids, lengths, origin and links."""
 
     def __init__(self, folder: Path):
         self.folder = Path(folder)
@@ -222,6 +249,8 @@ class StoreData:
         # pairs dropped for a line over attnmt.data.corpus.MAX_LINE_BYTES (stores of older attnmt: not counted)
         self.long_lines = sum(c.get("long_lines", 0) for c in self.meta["corpora"])
         self.origins = _Origins(self.folder, self.meta)
+        # guided alignment's word links of each pair (None without a links transform)
+        self.links = StoreLinks(self.folder, len(self)) if self.meta.get("links") else None
 
     def __len__(self) -> int:
         return self.meta["pairs"]
@@ -385,6 +414,4 @@ def replace_dir(done: Path, target: Path) -> None:
         target.rename(old)
     done.rename(target)
     if old.exists():
-        import shutil
-
         shutil.rmtree(old, ignore_errors=True)

@@ -11,16 +11,16 @@ its own typed settings, run in the order given::
         - {name: links, path: train.links}
 
 Every transform works on a `Pairs` view of the training text (the corpus after data.valid_size /
-data.test_size are held out, then what the transforms before it added), in memory when training
-reads its pairs in memory, and when `attnmt prepare` builds a token store (attnmt/data/prepare.py:
-the store then holds their output, and their settings and files enter its staleness check). Both
-pipelines run the same code on the same text, so they train on the same pairs.
+data.test_size are held out, then what the transforms before it added) while `attnmt prepare` builds
+the token store (attnmt/data/prepare.py): the store holds their output, and their settings and files
+enter its staleness check. Training reads only the store, so there is one pipeline.
 
 Each pair carries its *origin*: the corpus lines it is made of, each with the word at which that
 line's words start (source, target), or None for text that no corpus line gives (added text, a
 changed copy). A corpus pair's origin is ``((line, 0, 0),)``; a joined pair's lists its parts. The
-``links`` transform reads word links line-aligned with the corpus, and `pair_links` gives a pair its
-parts' links, shifted: guided alignment (attnmt/guidance.py) reads them in the training loop.
+``links`` transform names word links line-aligned with the corpus; the store keeps each pair's links,
+its parts' links shifted (attnmt/data/store_links.py), and guided alignment (attnmt/guidance.py)
+reads them with the pair.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from typing import Any, ClassVar, Optional
 
 from attnmt.config import DataConfig
 from attnmt.data.augment import choose_fraction, draw_joined, join_run, unpunctuated
-from attnmt.data.links import Link, read_links
 from attnmt.errors import UserError
 from attnmt.registry import Registry
 from attnmt.typed import build
@@ -104,7 +103,7 @@ class Transform:
     """A transform's settings are its dataclass fields; `apply` adds to the pairs and returns what to log."""
 
     name: ClassVar[str]
-    changes_pairs: ClassVar[bool] = True  # its settings decide what a token store holds
+    repeatable: ClassVar[bool] = True  # it may be listed more than once
     source: ClassVar[bool] = False  # it gives the training pairs itself: no corpus files
 
     def check(self, where: str) -> None:
@@ -248,70 +247,15 @@ class Links(Transform):
     """Word links of the corpus pairs (0-based Pharaoh ``i-j``, one line per line of the training
     corpus; of the data.train corpora one after the other): guided alignment's supervision."""
 
-    changes_pairs: ClassVar[bool] = False
+    repeatable: ClassVar[bool] = False
     path: str = ""
 
     def check(self, where: str) -> None:
         if not self.path:
             raise UserError(f"config: {where} needs path: a file of Pharaoh links line-aligned with the corpus")
 
-    def read(self, corpus: Sequence[Pair] | None, lines: int) -> list[set[Link]]:
-        """The links of each corpus line (checked against the corpus's words when its text is given)."""
-        table = read_links(self.path, corpus)
-        if len(table) != lines:
-            raise UserError(f"{self.path} has {len(table)} lines but the training corpus has {lines}; the links "
-                            "file must be line-aligned with the corpus")
-        return table
-
-
-def _same(text: str) -> str:
-    return " ".join(text.split()).lower()
-
-
-def guidance_table(cfg: DataConfig, corpus: Sequence[Pair] | None, lines: int,
-                   log=None) -> list[set[Link] | None] | None:
-    """The links transform's links of each corpus line (None without one). A corpus pair whose source or
-    target equals a sentence of an align_text transform (ignoring case and spacing) gets none: the text a
-    model is scored on never carries guidance, whatever corpus line it also stands on; how many lost
-    their links is logged. ``corpus``: the corpus pairs, read here when not given (a token store)."""
-    links = links_transform(cfg)
-    if links is None:
-        return None
-    table: list[set[Link] | None] = list(links.read(corpus, lines))
-    gold = [t for t in transforms_of(cfg) if isinstance(t, AlignText)]
-    if not gold:
-        return table
-    from attnmt.data.corpus import read_parallel
-
-    sources, targets = set(), set()
-    for transform in gold:
-        for src, tgt in read_parallel(transform.src, transform.tgt):
-            sources.add(_same(src))
-            targets.add(_same(tgt))
-    pairs = corpus if corpus is not None else _corpus_text(cfg)
-    unguided = 0  # a count, not a list of the lines: a big corpus may have many
-    for k, (src, tgt) in enumerate(pairs):
-        if _same(src) in sources or _same(tgt) in targets:
-            table[k] = None
-            unguided += 1
-    if log is not None:
-        log.event("data", split="train", unguided_equal_to_align_text=unguided)
-    return table
-
-
-def _corpus_text(cfg: DataConfig) -> list[Pair]:
-    """The training corpora's pairs, one after the other, as the links file counts their lines."""
-    from attnmt.data.corpus import read_parallel, read_tsv
-
-    if not cfg.train:
-        from attnmt.data.dataset import read_split
-
-        return read_split(cfg, "train") or []
-    pairs: list[Pair] = []
-    for c in cfg.train:
-        pairs += (read_tsv(c["tsv"], cfg.tsv_src_column, cfg.tsv_tgt_column) if c.get("tsv")
-                  else read_parallel(c["src"], c["tgt"]))
-    return pairs
+    def files(self) -> list[str]:
+        return [self.path]
 
 
 def transforms_of(cfg: DataConfig) -> list[Transform]:
@@ -336,7 +280,7 @@ def transforms_of(cfg: DataConfig) -> list[Transform]:
         if transform.source and (cfg.valid_size or cfg.test_size):
             raise UserError(f"config: data.valid_size / data.test_size hold out pairs of a corpus file; {where} "
                             f"({transform.name}) has its own validation pairs, so leave them at 0")
-        if any(type(other) is type(transform) for other in out) and not transform.changes_pairs:
+        if any(type(other) is type(transform) for other in out) and not transform.repeatable:
             raise UserError(f"config: {where} repeats {transform.name}; give it once")
         out.append(transform)
     if any(t.source for t in out) and any(isinstance(t, Links) for t in out):
@@ -370,17 +314,8 @@ def fingerprint_settings(cfg: DataConfig) -> list[dict[str, Any]]:
     """The settings of the transforms that decide what a token store holds."""
     import dataclasses
 
-    return [{"name": t.name, **dataclasses.asdict(t)} for t in transforms_of(cfg) if t.changes_pairs]
+    return [{"name": t.name, **dataclasses.asdict(t)} for t in transforms_of(cfg)]
 
 
 def transform_files(cfg: DataConfig) -> list[str]:
-    return [f for t in transforms_of(cfg) if t.changes_pairs for f in t.files()]
-
-
-def pair_links(origin: Origin, links: Sequence[set[Link] | None]) -> set[Link] | None:
-    """The word links of a pair of ``origin``: each part's line's links, shifted to where it starts."""
-    if origin is None or any(links[line] is None for line, _, _ in origin):
-        return None  # added text, or a part whose line carries none (guidance_table)
-    if len(origin) == 1 and origin[0][1:] == (0, 0):
-        return links[origin[0][0]]
-    return {(i + s, j + t) for line, s, t in origin for i, j in links[line]}
+    return [f for t in transforms_of(cfg) for f in t.files()]
