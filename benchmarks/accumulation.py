@@ -55,12 +55,13 @@ def _joined_batches(original):
     """The trainer's batch maker, making each batch from ACCUM consecutive batches of SMALL tokens."""
     import dataclasses
 
-    def make_batches(data, config, shuffle: bool, epoch: int) -> list[list[int]]:
+    def training_batches(data, config, epoch: int) -> list[list[int]]:
         small = dataclasses.replace(config, train=dataclasses.replace(config.train, batch_tokens=SMALL))
-        batches = original(data, small, shuffle=shuffle, epoch=epoch)
-        return [sum(batches[k:k + ACCUM], []) for k in range(0, len(batches) - ACCUM + 1, ACCUM)]
+        batches = original(data, small, epoch=epoch)
+        return [sum((batches[j] for j in range(k, k + ACCUM)), [])
+                for k in range(0, len(batches) - ACCUM + 1, ACCUM)]
 
-    return make_batches
+    return training_batches
 
 
 def run(settings: list[str], model_dir: str, join: bool) -> dict:
@@ -69,7 +70,7 @@ def run(settings: list[str], model_dir: str, join: bool) -> dict:
     from attnmt.config import load_config
 
     if join:
-        trainer.make_batches = _joined_batches(trainer.make_batches)
+        trainer.training_batches = _joined_batches(trainer.training_batches)
     started = time.perf_counter()
     trainer.train(load_config(CONFIG, settings), model_dir, overwrite=True, quiet=True)
     wall = time.perf_counter() - started

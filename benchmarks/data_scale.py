@@ -9,9 +9,7 @@ the peak memory (getrusage maxrss) is its own:
 * train (store): `attnmt.train.train` of a tiny rnnsearch for --steps steps on one thread
   (train.threads=1) from that prepared store: seconds from calling train to the end of the first
   step (the first step's train_log.jsonl timestamp), peak memory, target tokens/s (the median of
-  the per-step rates after the first step);
-* train (in memory), at the smallest size only: the same training with data.store: never (the
-  corpus read, tokenized and encoded inside train), for the tokens/s ratio and the memory.
+  the per-step rates after the first step).
 
     .venv/bin/python -m benchmarks.data_scale --sizes 1000000 10000000 40000000 --workers 2
 
@@ -36,11 +34,11 @@ FOLDER = Path("/tmp/attnmt-bench-data-scale")
 TARGET_SIZES = (1_000_000, 10_000_000, 40_000_000)
 
 
-def config(folder: Path, store: str, sample: int, steps: int):
+def config(folder: Path, sample: int, steps: int):
     """benchmarks/prepare.py's data settings, a shared store folder and a tiny rnnsearch."""
     from attnmt.config import ModelConfig
 
-    cfg = prepare_config(folder, store, sample)
+    cfg = prepare_config(folder, sample)
     cfg.data.store_dir = str(folder / "stores")
     cfg.model = ModelConfig(type="rnnsearch", emb_size=64, hidden_size=64, dropout=0.0)
     t = cfg.train
@@ -53,7 +51,7 @@ def child(what: str, folder: Path, workers: int, sample: int, steps: int) -> dic
         from attnmt.data.prepare import prepare_store
         from attnmt.data.store import store_location
 
-        cfg = config(folder, "always", sample, steps)
+        cfg = config(folder, sample, steps)
         t0 = time.perf_counter()
         done = prepare_store(cfg, store_location(cfg.data, folder, cfg.train.seed), workers=workers, progress=False)
         return {"seconds": round(time.perf_counter() - t0, 2),
@@ -61,7 +59,7 @@ def child(what: str, folder: Path, workers: int, sample: int, steps: int) -> dic
                 "pairs": done["meta"]["pairs"], "peak_rss_mb": peak_mb()}
     from attnmt.train import train
 
-    cfg = config(folder, "always" if what == "train_store" else "never", sample, steps)
+    cfg = config(folder, sample, steps)
     model_dir = folder / f"model_{what}"
     called = time.time()
     train(cfg, model_dir, overwrite=True, quiet=True)
@@ -86,7 +84,7 @@ def run(what: str, folder: Path, args) -> dict:
                      what)
 
 
-def one_size(pairs: int, args, in_memory: bool) -> dict:
+def one_size(pairs: int, args) -> dict:
     shutil.rmtree(FOLDER, ignore_errors=True)
     FOLDER.mkdir(parents=True)
     try:
@@ -95,14 +93,9 @@ def one_size(pairs: int, args, in_memory: bool) -> dict:
         built = time.perf_counter() - t0
         size = sum((FOLDER / f).stat().st_size for f in ("train.de", "train.en"))
         out = {"pairs": pairs, "megabytes": round(size / 1e6, 1), "corpus_build_s": round(built, 1)}
-        for what in ("prepare", "train_store") + (("train_in_memory",) if in_memory else ()):
+        for what in ("prepare", "train_store"):
             out[what] = run(what, FOLDER, args)
             print(f"{pairs} {what}: {out[what]}", file=sys.stderr, flush=True)
-        if in_memory:
-            store, memory = out["train_store"], out["train_in_memory"]
-            out["store_over_in_memory_tokens_per_s"] = round(
-                store["tgt_tokens_per_s_median"] / memory["tgt_tokens_per_s_median"], 3)
-            out["in_memory_over_store_peak_memory"] = round(memory["peak_rss_mb"] / store["peak_rss_mb"], 2)
         return out
     finally:
         shutil.rmtree(FOLDER, ignore_errors=True)
@@ -130,7 +123,7 @@ def main() -> None:
         print(json.dumps(child(args.child, Path(args.folder), args.workers, args.tokenizer_sample, args.steps)))
         return
     sizes = sorted(args.sizes)
-    results = [one_size(n, args, in_memory=(n == sizes[0])) for n in sizes]
+    results = [one_size(n, args) for n in sizes]
     first = results[0]["train_store"]
     for r in results:
         r["train_store"]["peak_memory_over_smallest"] = round(r["train_store"]["peak_rss_mb"] / first["peak_rss_mb"],

@@ -1,10 +1,9 @@
-"""Preparing a large corpus: the token store (attnmt prepare) against the in-memory path, in one run.
+"""Preparing a large corpus: the token store (attnmt prepare) per phase, against sentencepiece's own rate.
 
 Builds a German-English corpus of --pairs pairs under /tmp by joining 1-3 Tatoeba pairs at a time
 (../shared/data/tatoeba/deu-eng.tsv.gz, seeded), then measures, each in its own process so that the
 peak memory (getrusage maxrss, the process and its workers) is its own:
 
-* old: `load_data` with data.store: never (read everything, tokenizer on every sentence, encode in one process);
 * store: `prepare_store` with --workers processes, seconds per phase;
 * spm: sentencepiece's own encoding of the same sentences with the same model, --workers processes
   (the rate the store's encoding phase is compared with);
@@ -41,12 +40,12 @@ def make_corpus(folder: Path, pairs: int, seed: int) -> None:
             en.write(" ".join(p[0] for p in picked) + "\n")
 
 
-def config(folder: Path, store: str, sample: int):
+def config(folder: Path, sample: int):
     from attnmt.config import Config, DataConfig, TrainConfig
 
     return Config(name="bench", data=DataConfig(train_src=str(folder / "train.de"), train_tgt=str(folder / "train.en"),
                                                 tokenizer="bpe", vocab_size=16000, joint_vocab=True, max_len=100,
-                                                store=store, tokenizer_sample=sample),
+                                                tokenizer_sample=sample),
                   train=TrainConfig(progress=False, batch_tokens=4096))
 
 
@@ -56,35 +55,23 @@ def peak_mb() -> float:
     return round(max(own, children) / 1024, 1)
 
 
-class NoLog:
-    def event(self, *args, **kwargs):
-        return {}
-
-
 def child(what: str, folder: Path, workers: int, sample: int) -> dict:
     t0 = time.perf_counter()
-    if what == "old":
-        from attnmt.data.loading import load_data
-
-        out = folder / "old"
-        out.mkdir(exist_ok=True)
-        train, _, _, _ = load_data(config(folder, "never", sample), out, False, NoLog())
-        return {"seconds": time.perf_counter() - t0, "pairs": len(train), "peak_rss_mb": peak_mb()}
     if what == "store":
         from attnmt.data.prepare import prepare_store
 
-        done = prepare_store(config(folder, "always", sample), folder / "store", workers=workers, progress=False)
+        done = prepare_store(config(folder, sample), folder / "store", workers=workers, progress=False)
         return {"seconds": time.perf_counter() - t0, "phases_s": done["seconds"], "pairs": done["meta"]["pairs"],
                 "peak_rss_mb": peak_mb()}
     if what == "spm":
         return spm_rate(folder, workers)
     import torch
 
-    from attnmt.data.loading import batch_of, make_batches
+    from attnmt.data.loading import batch_of, training_batches
     from attnmt.data.store import StoreData
 
     data = StoreData(folder / "store")
-    batches = make_batches(data, config(folder, "always", sample), shuffle=True, epoch=0)
+    batches = training_batches(data, config(folder, sample), epoch=0)
     batch_of(data, batches[0], torch.device("cpu"))
     return {"seconds": time.perf_counter() - t0, "batches": len(batches), "peak_rss_mb": peak_mb()}
 
@@ -137,22 +124,20 @@ def main() -> None:
         make_corpus(folder, args.pairs, args.seed)
         size = sum((folder / f).stat().st_size for f in ("train.de", "train.en"))
         results = {name: run(name, folder, args.workers, args.tokenizer_sample)
-                   for name in ("old", "store", "spm", "first_batch")}
+                   for name in ("store", "spm", "first_batch")}
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     n = args.pairs
-    store, old = results["store"], results["old"]
+    store = results["store"]
     phases = {k: {"seconds": round(v, 2), "pairs_per_s": round(n / v)} for k, v in store["phases_s"].items()}
     summary = {
-        "old_over_store_time": round(old["seconds"] / store["seconds"], 2),
-        "old_over_store_peak_memory": round(old["peak_rss_mb"] / store["peak_rss_mb"], 2),
         "store_encoding_over_spm_rate": round(phases["encoding"]["pairs_per_s"] / results["spm"]["pairs_per_s"], 2),
     }
     path = write_result("prepare", {
         "corpus": {"pairs": n, "megabytes": round(size / 1e6, 1), "source": "tatoeba deu-eng, 1-3 pairs joined",
                    "tokenizer": "bpe 16000 joint", "tokenizer_sample": args.tokenizer_sample,
                    "workers": args.workers},
-        "old_in_memory": old, "store_prepare": {**store, "phases": phases}, "spm_encoding": results["spm"],
+        "store_prepare": {**store, "phases": phases}, "spm_encoding": results["spm"],
         "store_first_batch": results["first_batch"], "ratios": summary}, args.out)
     print(path.read_text())
 

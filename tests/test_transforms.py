@@ -281,7 +281,7 @@ def test_a_model_of_the_synthetic_language_serves_examples_of_its_validation_pai
     assert len(sources) == 5 and set(sources) <= set(valid)
 
 
-def test_a_new_transform_registers_and_runs_on_both_pipelines(tiny_corpus, tmp_path):
+def test_a_new_transform_registers_and_reaches_the_store(tiny_corpus, tmp_path):
     """docs/extending.md, "Add a data transform", step by step: a transform that adds reversed copies."""
     from dataclasses import dataclass
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from attnmt.data.corpus import _BOM, MAX_LINE_BYTES, _binary, _clean, _reading, line_too_long, open_text
+from attnmt.data.corpus import _BOM, MAX_LINE_BYTES, _binary, _clean, _reading, iter_parallel, line_too_long, open_text
 from attnmt.errors import UserError
 
 CHUNK_BYTES = 1 << 20
@@ -133,3 +133,22 @@ def split_tsv(lines: list[str], path: str | Path, numbers: Iterable[int],
                             f"tgt_col={tgt_col}); each line needs TAB-separated source and target")
         pairs.append((_clean(fields[src_col]), _clean(fields[tgt_col])))
     return pairs
+
+
+def tsv_blank(cols: tuple[int, int]) -> bytes:
+    """An over-long TSV line's stand-in: every column empty."""
+    return b"\t" * max(cols)
+
+
+def iter_corpora(corpora: list[dict], counts: list[int], cols: tuple[int, int]) -> Iterator[tuple[str, str]]:
+    """Every pair of the corpora ({src, tgt} files or a {tsv}, with their pair counts), one at a time, in
+    line order; a pair with a line over MAX_LINE_BYTES reads as empty."""
+    for corpus, n in zip(corpora, counts):
+        if not corpus["tsv"]:
+            yield from iter_parallel(corpus["src"], corpus["tgt"], dropped=[])
+            continue
+        for line0, data, first in raw_chunks(corpus["tsv"], long=[], blank=tsv_blank(cols)):
+            lines = decode_chunk(data, corpus["tsv"], line0, first, clean=False)[: max(0, n - line0)]
+            yield from split_tsv(lines, corpus["tsv"], range(line0 + 1, line0 + 1 + len(lines)), cols)
+            if line0 + len(lines) >= n:
+                break

@@ -35,8 +35,8 @@ from pathlib import Path
 import numpy as np
 
 from attnmt.config import Config
-from attnmt.data.chunks import count_lines, decode_chunk, raw_chunks, split_tsv
-from attnmt.data.corpus import iter_parallel, read_parallel
+from attnmt.data.chunks import count_lines, decode_chunk, iter_corpora, raw_chunks, split_tsv, tsv_blank
+from attnmt.data.corpus import read_parallel
 from attnmt.data.dataset import TextProcessor, load_processors
 from attnmt.data.split import split_positions, write_held_out
 from attnmt.data.store import (
@@ -86,11 +86,6 @@ def _pair_counts(corpora: list[dict], cfg, progress: bool) -> tuple[list[int], l
     return counts, longs
 
 
-def _tsv_blank(cols: tuple[int, int]) -> bytes:
-    """An over-long TSV line's stand-in: every column empty."""
-    return b"\t" * max(cols)
-
-
 def _count_long_lines(stats: list[dict], longs: list[np.ndarray], counts: list[int], excluded) -> None:
     """Each corpus's pairs dropped for a line over MAX_LINE_BYTES as `long_lines`; the encoding counted those
     not held out among the empty ones, and in the total: they are taken out of both."""
@@ -120,7 +115,7 @@ def _lines_of(corpus: dict, wanted: np.ndarray, cfg) -> list[tuple[str, str]]:
     if corpus["tsv"]:
         cols = (cfg.tsv_src_column, cfg.tsv_tgt_column)
         return _pick(corpus["tsv"], wanted, lambda rows, numbers, p=corpus["tsv"]: split_tsv(rows, p, numbers, cols),
-                     _tsv_blank(cols))
+                     tsv_blank(cols))
     return list(zip(_pick(corpus["src"], wanted, None), _pick(corpus["tgt"], wanted, None)))
 
 
@@ -217,7 +212,7 @@ def _tasks(corpus: dict, n: int, cfg):
     """The chunks of a corpus; of two files, the side that is behind goes next (bounded buffering)."""
     cols = (cfg.tsv_src_column, cfg.tsv_tgt_column)
     if corpus["tsv"]:
-        for line0, data, first in raw_chunks(corpus["tsv"], long=[], blank=_tsv_blank(cols)):
+        for line0, data, first in raw_chunks(corpus["tsv"], long=[], blank=tsv_blank(cols)):
             if line0 >= n:
                 return
             yield "tsv", corpus["tsv"], line0, data, first, n, cols
@@ -477,25 +472,12 @@ def _links(cfg, corpora: list[dict], counts: list[int], folder: Path, added: lis
         for src, tgt in read_parallel(gold.src, gold.tgt):
             sources.add(same_text(src))
             targets.add(same_text(tgt))
-    unguided = table.check_text(transform.path, _corpus_text(corpora, counts, cfg), (sources, targets))
+    text = iter_corpora(corpora, counts, (cfg.tsv_src_column, cfg.tsv_tgt_column))
+    unguided = table.check_text(transform.path, text, (sources, targets))
     dropped = np.load(folder / "dropped.npy")
     corpus_lines = np.delete(np.arange(sum(counts), dtype=np.int64), dropped)
     return {"path": transform.path, **write_store_links(folder, table, corpus_lines, added),
             "unguided_equal_to_align_text": unguided}
-
-
-def _corpus_text(corpora: list[dict], counts: list[int], cfg):
-    """Every pair of the corpora, one at a time, in line order (an over-long line reads as empty)."""
-    for corpus, n in zip(corpora, counts):
-        if not corpus["tsv"]:
-            yield from iter_parallel(corpus["src"], corpus["tgt"], dropped=[])
-            continue
-        cols = (cfg.tsv_src_column, cfg.tsv_tgt_column)
-        for line0, data, first in raw_chunks(corpus["tsv"], long=[], blank=_tsv_blank(cols)):
-            lines = decode_chunk(data, corpus["tsv"], line0, first, clean=False)[: max(0, n - line0)]
-            yield from split_tsv(lines, corpus["tsv"], range(line0 + 1, line0 + 1 + len(lines)), cols)
-            if line0 + len(lines) >= n:
-                break
 
 
 def _meta(folder: Path) -> dict:
