@@ -50,6 +50,24 @@ def test_starts_from_the_trained_weights_and_tokenizers_with_a_fresh_optimizer(t
         ["a b c"])[0].text
 
 
+def test_a_shared_store_holds_the_ids_of_the_tokenizers_the_run_trains_with(tiny_model, tiny_corpus, tmp_path):
+    """data.store_dir shared by a fresh run and a fine-tuning run on one corpus: the fine-tuning run's store
+    is encoded with the trained model's tokenizers, a fresh run's with ones trained on the corpus."""
+    from attnmt.data.store import StoreData, tokenizer_hash
+
+    config = tiny_config(tiny_corpus, max_steps=1, valid_every=1)
+    domain = new_domain(tiny_corpus, tmp_path)
+    config.data.train_src, config.data.train_tgt = str(domain / "train.src"), str(domain / "train.tgt")
+    config.data.store_dir = str(tmp_path / "stores")
+    train(config, tmp_path / "fresh", quiet=True)
+    train(config, tmp_path / "tuned", quiet=True, init_from=tiny_model)
+    (store,) = (tmp_path / "stores").iterdir()
+    assert StoreData(store).meta["tokenizers"] == tokenizer_hash(tiny_model) != tokenizer_hash(tmp_path / "fresh")
+    train(config, tmp_path / "again", quiet=True)
+    assert StoreData(store).meta["tokenizers"] == tokenizer_hash(tmp_path / "fresh") == tokenizer_hash(
+        tmp_path / "again")
+
+
 def test_the_optimizer_schedule_and_training_state_start_fresh(tiny_model, tiny_corpus, tmp_path):
     config = tiny_config(tiny_corpus, max_steps=4, valid_every=2, scheduler="noam", warmup_steps=10)
     result = train(config, tmp_path / "ft", quiet=True, init_from=tiny_model, init_checkpoint="last")

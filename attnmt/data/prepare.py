@@ -457,6 +457,7 @@ def _build(config: Config, corpora: list[dict], tmp: Path, workers: int, progres
     links = _links(cfg, corpora, counts, tmp, [parts.get(k) for k in range(added["kept"])])
     return {"format": FORMAT, "pairs": n_corpus + added["kept"], "corpus_pairs": n_corpus, "corpora": entries,
             "fingerprint": data_fingerprint(cfg, seed), "tokenizers": tokenizer_hash(tmp),
+            "tokenizers_from": None if tokenizers is None else str(tokenizers),
             "sample_pairs": sample_pairs, "lines": sum(counts), "transforms": records, "links": links,
             "workers": workers, "seconds": seconds, **arrays}
 

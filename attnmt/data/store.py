@@ -139,6 +139,8 @@ def staleness(store_dir: Path, cfg: DataConfig, seed: int, tokenizers: Path | No
         return "the config's data settings changed since it was prepared"
     if tokenizers is not None and meta.get("tokenizers") != tokenizer_hash(tokenizers):
         return f"its tokenizers are not those of {tokenizers}"
+    if tokenizers is None and meta.get("tokenizers_from") is not None:
+        return f"its tokenizers are copies of {meta['tokenizers_from']}'s, not trained on its corpus"
     now = {s["path"]: s for s in file_stamps(cfg)}
     before = {s["path"]: s for s in meta.get("files", [])}
     if set(now) != set(before):
