@@ -6,7 +6,7 @@ subset of it). `EpochOrder` never builds that sequence. It cuts it into blocks o
 entries (`block_size`: 4,096 at the default window), permutes the block numbers with the epoch
 generator and deals them out, window // block of them per window; `positions(w)` computes one
 window's store positions from its block numbers. An epoch that fits one window is one window that
-holds the whole sequence in order, which the caller permutes as the in-memory path does.
+holds the whole sequence in order, which the caller permutes as batching.token_batches does.
 
 What it holds, per pair of the corpus: nothing. Per block it holds the block permutation (8 bytes
 per block, so 8 bytes per 4,096 pairs at the default window), and per 4,096 pairs of a corpus that
@@ -117,7 +117,7 @@ class EpochOrder:
         self.total = begin
         last = max((c.start + c.count for c in corpora), default=0)
         self.dtype = np.int32 if last < 2 ** 31 else np.int64
-        self.single = self.total <= window  # one window: the whole sequence, as in memory
+        self.single = self.total <= window  # one window: the whole sequence, as token_batches takes it
         self.block = max(1, self.total) if self.single else block_size(window)
         self.per_window = 1 if self.single else max(1, window // self.block)
         n_blocks = -(-self.total // self.block)

@@ -1,4 +1,5 @@
-"""`attnmt prepare`: read the training corpora once, train the tokenizers on a sample, encode in parallel.
+"""The token store's preparation: read the training corpora once, train the tokenizers on a sample, encode
+in parallel. `attnmt train` runs it when its store is missing or stale; `attnmt prepare` ahead of time.
 
 Three phases, each with a progress bar in pairs/s:
 
@@ -9,13 +10,16 @@ Three phases, each with a progress bar in pairs/s:
    with sentencepiece's own input_sentence_size / shuffle_input_sentence as the bound;
 3. encoding: N worker processes encode chunks of about a megabyte of raw text each (decoding,
    cleaning and tokenizing as attnmt.data.corpus and TextProcessor do), in order; the main process
-   appends their ids to the store and drops empty and over-long pairs, counted as the in-memory
-   path counts them.
+   appends their ids to the store and drops empty and over-long pairs, counted as
+   attnmt.data.corpus.filter_pairs counts them.
 
 Held-out pairs (data.valid_size / data.test_size) and the data transforms (attnmt/data/transforms.py)
 need more of the text than a sample: the first reads every pair once to choose the held-out ones
 (which the encoding then skips, and the store keeps as valid.* / test.*); the transforms read the
-pairs they draw, and the pairs they add are encoded after the corpora, into the same store.
+pairs they draw, and the pairs they add are encoded after the corpora, into the same store. With a
+`links` transform, each stored pair's word links are written beside its ids (data/store_links.py),
+checked against the pair's words. A fine-tuning run (or a resumed run whose store is gone) encodes
+with a model folder's tokenizers instead of training them.
 
 Everything is written into a temporary folder next to the store, which is renamed into place only
 when complete: a killed or failed preparation leaves nothing that a later run takes for a store.
@@ -141,7 +145,7 @@ def _corpus_pairs(corpora: list[dict], counts: list[int], cfg, excluded: np.ndar
 
 
 def _hold_out(corpora: list[dict], counts: list[int], cfg, seed: int):
-    """The lines held out (sorted, over the corpora in order) and the held-out pairs, as in memory."""
+    """The lines held out (sorted, over the corpora in order) and the held-out pairs (data/split.py)."""
     if not (cfg.valid_size or cfg.test_size):
         return None, {}
     pairs = [pair for corpus, n in zip(corpora, counts) for pair in _lines_of(corpus, np.arange(n), cfg)]

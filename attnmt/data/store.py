@@ -363,7 +363,7 @@ class EpochBatches:
     def _build(self, w: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Window w's positions in length order, the bounds of its batches, and the batches' order."""
         positions = self.order.positions(w)
-        if self.order.single:  # as in memory: one generator permutes the pairs, then the batches
+        if self.order.single:  # as token_batches: one generator permutes the pairs, then the batches
             generator = epoch_generator(self.seed, self.epoch)
             if self.shuffle:
                 positions = positions[torch.randperm(len(positions), generator=generator).numpy()]
