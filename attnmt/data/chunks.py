@@ -31,6 +31,8 @@ def raw_chunks(path: str | Path, size: int | None = None, long: list[int] | None
         while True:
             block = f.read(size)
             data = rest + block
+            if first and line0 == 0 and not rest and data.startswith((b"\xff\xfe", b"\xfe\xff")):
+                raise UserError(f"{path} is UTF-16 text; convert it to UTF-8, e.g. iconv -f utf-16 -t utf-8")
             if not block:
                 if data:
                     yield line0, data, first
@@ -95,9 +97,8 @@ def count_lines(path: str | Path, tsv: bool = False, progress=None, long: list[i
 
 
 def decode_chunk(data: bytes, path: str | Path, line0: int, first: bool, clean: bool = True) -> list[str]:
-    """The lines of a chunk (corpus.decode_line's rules); control characters cleaned when `clean`."""
-    if first and data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise UserError(f"{path} is UTF-16 text; convert it to UTF-8, e.g. iconv -f utf-16 -t utf-8")
+    """The lines of a chunk of `raw_chunks` (which refuses UTF-16; corpus.decode_line's rules); control
+    characters cleaned when `clean`."""
     nul = data.find(b"\x00")
     if nul >= 0:
         raise _binary(str(path), line0 + data.count(b"\n", 0, nul) + 1)

@@ -19,13 +19,21 @@ from pathlib import Path
 
 import torch
 
-from attnmt.config import Config
+from attnmt.config import Config, DataConfig
 from attnmt.data.batching import Batch, batch_by_sentences, collate, token_batches
 from attnmt.data.corpus import read_parallel
 from attnmt.data.dataset import ParallelData, encode_pairs, load_processors, read_split
 from attnmt.data.prepare import prepare_store
 from attnmt.data.split import write_held_out
-from attnmt.data.store import EpochBatches, StoreData, copy_tokenizers, epoch_counts, staleness, store_location
+from attnmt.data.store import (
+    EpochBatches,
+    StoreData,
+    copy_tokenizers,
+    corpora_of,
+    epoch_counts,
+    staleness,
+    store_location,
+)
 from attnmt.data.transforms import source_of
 from attnmt.distributed import World
 from attnmt.errors import UserError
@@ -41,6 +49,10 @@ def load_data(config: Config, model_dir: Path, resume: bool, log, world: World |
     """
     world = world or World()
     cfg, seed = config.data, config.train.seed
+    source = source_of(cfg)
+    # validation files are read first: a bad one is refused before any preparation
+    valid_pairs = None if cfg.valid_size else source.valid_pairs(seed) if source is not None else read_split(
+        cfg, "valid")
     location = store_location(cfg, model_dir, seed)
     if world.is_main:
         _prepare(config, location, model_dir, resume, tokenizers, log)
@@ -52,10 +64,9 @@ def load_data(config: Config, model_dir: Path, resume: bool, log, world: World |
         if world.is_main:
             write_held_out(model_dir, held["valid"], held["test"])
     src_proc, tgt_proc = load_processors(model_dir)
-    _log_counts(train, log, cfg.max_len)
-    source = source_of(cfg)
-    valid_pairs = (held["valid"] if cfg.valid_size else source.valid_pairs(seed) if source is not None
-                   else read_split(cfg, "valid"))
+    _log_counts(train, log, cfg)
+    if cfg.valid_size:
+        valid_pairs = held["valid"]
     return train, _encode_valid(valid_pairs, src_proc, tgt_proc, log), src_proc, tgt_proc
 
 
@@ -75,7 +86,7 @@ def _prepare(config: Config, location: Path, model_dir: Path, resume: bool, toke
         copy_tokenizers(location, model_dir)
 
 
-def _log_counts(train: StoreData, log, max_len: int) -> None:
+def _log_counts(train: StoreData, log, cfg: DataConfig) -> None:
     """What the store read, dropped and mixed, as the run's data events; refuses a store with no pair."""
     for record in train.meta.get("transforms", []):
         log.event("data", split="train", **record)
@@ -90,10 +101,9 @@ def _log_counts(train: StoreData, log, max_len: int) -> None:
     if links:
         log.event("data", split="train", unguided_equal_to_align_text=links["unguided_equal_to_align_text"])
     if len(train) == 0:
-        cfg_sources = [c["tsv"] or c["src"] for c in train.meta["corpora"] if c["name"] != "transforms"]
-        source = ", ".join(cfg_sources) or "the synthetic corpus"
+        source = ", ".join(c["tsv"] or c["src"] for c in corpora_of(cfg)) or "the synthetic corpus"
         raise UserError(f"{source}: no training pairs left ({totals['total']} read, {totals['empty']} with an empty "
-                        f"side, {totals['too_long']} longer than data.max_len={max_len}); check the "
+                        f"side, {totals['too_long']} longer than data.max_len={cfg.max_len}); check the "
                         "corpus and data.max_len")
 
 

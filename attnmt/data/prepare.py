@@ -103,15 +103,17 @@ def _count_long_lines(stats: list[dict], longs: list[np.ndarray], counts: list[i
         first += n
 
 
-def _sample(pairs: Pairs, cfg, seed: int) -> tuple[list[str], list[str]]:
-    """The tokenizer sample's source and target sentences, in order."""
+def _sample(pairs: Pairs, cfg, seed: int) -> tuple[list[str], list[str], bool]:
+    """The tokenizer sample's source and target sentences, in order, and whether they are a sample (False:
+    every pair, when the corpus is not larger than data.tokenizer_sample)."""
     total = len(pairs)
-    if total > cfg.tokenizer_sample:
+    sampled = total > cfg.tokenizer_sample
+    if sampled:
         chosen = np.sort(np.random.default_rng(seed).choice(total, size=cfg.tokenizer_sample, replace=False))
     else:
         chosen = np.arange(total)
     taken = pairs.take(chosen.tolist())
-    return [s for s, _ in taken], [t for _, t in taken]
+    return [s for s, _ in taken], [t for _, t in taken], sampled
 
 
 def _lines_of(corpus: dict, wanted: np.ndarray, cfg) -> list[tuple[str, str]]:
@@ -171,10 +173,12 @@ def _pick(path: str, wanted: np.ndarray, parse, blank: bytes = b"") -> list:
     return out
 
 
-def _train_processors(cfg, src: list[str], tgt: list[str], folder: Path) -> None:
+def _train_processors(cfg, src: list[str], tgt: list[str], folder: Path, sampled: bool) -> None:
+    """The tokenizers and vocabularies of the sample into `folder`; sentencepiece's own sampling bounded by
+    the sample's size when it is one (else off: every sentence, in order)."""
     def make(texts: list[str], name: str) -> None:
         tokenizer = train_tokenizer(cfg.tokenizer, texts, cfg.vocab_size, folder, name, lowercase=cfg.lowercase,
-                                    sample=len(texts))
+                                    sample=len(texts) if sampled else 0)
         vocab = Vocabulary.build((tokenizer.encode(t) for t in texts), max_size=cfg.max_vocab, min_freq=cfg.min_freq)
         vocab.save(folder / f"{name}.vocab")
 
@@ -441,9 +445,9 @@ def _build(config: Config, corpora: list[dict], tmp: Path, workers: int, progres
         copy_tokenizers(tokenizers, tmp)
         sample_pairs = 0
     else:
-        src, tgt = _sample(pairs, cfg, seed)
+        src, tgt, sampled = _sample(pairs, cfg, seed)
         with _bar(len(src), "tokenizer training", progress) as bar:
-            _train_processors(cfg, src, tgt, tmp)
+            _train_processors(cfg, src, tgt, tmp, sampled)
             bar.update(len(src))
         sample_pairs = len(src)
         del src, tgt

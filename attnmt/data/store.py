@@ -70,6 +70,8 @@ def corpora_of(cfg: DataConfig) -> list[dict]:
         return [{"name": "train", "src": None, "tgt": None, "tsv": cfg.train_tsv, "weight": 1.0}]
     if cfg.train_src and cfg.train_tgt:
         return [{"name": "train", "src": cfg.train_src, "tgt": cfg.train_tgt, "tsv": None, "weight": 1.0}]
+    if cfg.train_src or cfg.train_tgt:
+        raise UserError("config: data.train_src and data.train_tgt must be given together")
     raise UserError("config: no training data; set data.train_src and data.train_tgt, data.train_tsv, "
                     "or data.transforms: [{name: synthetic}]")
 

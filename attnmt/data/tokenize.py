@@ -169,7 +169,8 @@ class SentencePieceTokenizer(Tokenizer):
                 eos_id=-1,
                 pad_id=-1,
                 num_threads=1,
-                input_sentence_size=sample,
+                # sentencepiece takes no bound of 100 or fewer sentences; the texts are then all kept anyway
+                input_sentence_size=sample if sample > 100 else 0,
                 shuffle_input_sentence=True,
                 minloglevel=2,  # errors only: training logs hundreds of INFO lines to stderr
             )
