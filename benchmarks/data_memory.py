@@ -4,7 +4,8 @@ Each config is trained for --steps updates, each run its own process (`attnmt tr
 train.max_steps=N --set train.log_every=1`), once with this checkout and, with --before DIR, once
 with the attnmt of DIR (a checkout of an earlier commit, run from DIR), alternating. Per
 run: the peak resident memory of the training process (its VmHWM, read every half second; the
-encoding workers of a large corpus are processes of their own), the seconds from the start of the
+encoding workers of a large corpus are processes of their own), its resident memory when training
+starts (the data loaded, the model built: what the data path holds), the seconds from the start of the
 process to its first update (the first `train` event of its train_log.jsonl, `log_every` 1), and the
 loss of every update, so that the two checkouts' runs can be compared step by step. With --demo,
 `attnmt demo --quick` too: the seconds from its start to each of its models' first update.
@@ -71,7 +72,10 @@ def run_once(config: str, steps: int, checkout: Path | None, folder: Path, threa
     events = [json.loads(line) for line in (folder / "train_log.jsonl").read_text(encoding="utf-8").splitlines()]
     updates = [e for e in events if e["event"] == "train"]
     first = updates[0]["time"] - start
-    return {"peak_rss_mb": round(peak_kb / 1024), "first_update_s": round(first, 2),
+    began = next(e["time"] for e in events if e["event"] == "start") - start
+    held = [mb for t, mb in samples if t <= began]
+    return {"peak_rss_mb": round(peak_kb / 1024), "rss_at_start_mb": held[-1] if held else None,
+            "first_update_s": round(first, 2),
             "wall_s": round(time.time() - start, 1), "rss_mb_every_30s": samples[::60],
             "train_pairs": next(e["train_pairs"] for e in events if e["event"] == "start"),
             "prepare_s": next((e["seconds"] for e in events if e.get("prepared")), None),

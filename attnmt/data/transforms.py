@@ -95,9 +95,6 @@ class Pairs:
     def all(self) -> list[Pair]:
         return self.take(range(len(self)))
 
-    def origins(self) -> list[Origin]:
-        return [self.origin(i) for i in range(len(self))]
-
 
 class Transform:
     """A transform's settings are its dataclass fields; `apply` adds to the pairs and returns what to log."""
