@@ -388,15 +388,14 @@ def _entries(corpora: list[dict], stats: list[dict], added: dict) -> list[dict]:
     return entries
 
 
-SMALL_BYTES = 8 << 20  # a corpus this small is encoded in this process: starting workers would cost more
+SMALL_PAIRS = 50_000  # a corpus this small is encoded in this process: starting workers would cost more
 
 
-def _workers(cfg, corpora: list[dict], workers: int | None) -> int:
+def _workers(cfg, pairs: int, workers: int | None) -> int:
     """Encoding processes: as asked, else data.workers, else one per core (one for a small corpus)."""
     if workers or cfg.workers:
         return workers or cfg.workers
-    size = sum(Path(c[key]).stat().st_size for c in corpora for key in ("src", "tgt", "tsv") if c[key])
-    return 1 if size < SMALL_BYTES else os.cpu_count() or 1
+    return 1 if pairs < SMALL_PAIRS else os.cpu_count() or 1
 
 
 def prepare_store(config: Config, target: Path, workers: int | None = None, progress: bool = True,
@@ -413,7 +412,6 @@ def prepare_store(config: Config, target: Path, workers: int | None = None, prog
         return {"prepared": False, "reason": "up to date", "meta": _meta(target), "seconds": {}}
     corpora = corpora_of(cfg)
     stamps = file_stamps(cfg)
-    workers = _workers(cfg, corpora, workers)
     make_folder(target.parent, "store folder" if cfg.store_dir else "model folder")
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.preparing-", dir=target.parent))
     try:
@@ -429,13 +427,14 @@ def prepare_store(config: Config, target: Path, workers: int | None = None, prog
     return {"prepared": True, "reason": reason, "meta": meta, "seconds": meta["seconds"]}
 
 
-def _build(config: Config, corpora: list[dict], tmp: Path, workers: int, progress: bool,
+def _build(config: Config, corpora: list[dict], tmp: Path, workers: int | None, progress: bool,
            tokenizers: Path | None) -> dict:
     """The three phases into `tmp`, then the links; the store's meta.json (less the files' stamps)."""
     cfg, seed = config.data, config.train.seed
     seconds = {}
     t0 = time.perf_counter()
     counts, longs = _pair_counts(corpora, cfg, progress)
+    workers = _workers(cfg, sum(counts), workers)
     excluded, held = _hold_out(corpora, counts, cfg, seed)
     pairs = _corpus_pairs(corpora, counts, cfg, excluded)
     records = apply_transforms(cfg, pairs, seed)
@@ -462,7 +461,10 @@ def _build(config: Config, corpora: list[dict], tmp: Path, workers: int, progres
                                       encoding="utf-8")
     if held:
         write_held_out(tmp, held["valid"], held["test"])
+    t0 = time.perf_counter()
     links = _links(cfg, corpora, counts, tmp, [parts.get(k) for k in range(added["kept"])])
+    if links is not None:
+        seconds["links"] = time.perf_counter() - t0
     return {"format": FORMAT, "pairs": n_corpus + added["kept"], "corpus_pairs": n_corpus, "corpora": entries,
             "fingerprint": data_fingerprint(cfg, seed), "tokenizers": tokenizer_hash(tmp),
             "tokenizers_from": None if tokenizers is None else str(tokenizers),

@@ -17,6 +17,7 @@ grows with the corpus.
 from __future__ import annotations
 
 import os
+import re
 import struct
 from array import array
 from collections.abc import Iterator
@@ -39,46 +40,67 @@ class LineLinks:
 
     @classmethod
     def read(cls, path: str, lines: int) -> LineLinks:
-        """Read a file of 0-based Pharaoh links, one line per corpus line (checked: one line per pair)."""
+        """Read a file of 0-based Pharaoh links, one line per corpus line (checked: one line per pair),
+        parsed a block of lines at a time by numpy (a line that is not ``i-j ...`` is parse_links' error)."""
         from attnmt.data.corpus import iter_lines
 
         if not Path(path).is_file():
             raise UserError(f"links file not found: {path}; give a file of Pharaoh links (i-j, 0-based), one line "
                             "per sentence pair")
-        flat, off, n = array("i"), array("q", [0]), 0
+        counts: list[np.ndarray] = []
+        parts: list[np.ndarray] = []
+        block: list[str] = []
+        n = 0
         for n, line in enumerate(iter_lines(path), start=1):
-            try:
-                links = sorted(parse_links(line))
-            except ValueError as e:
-                raise UserError(f"{path}:{n}: {e}") from None
-            for i, j in links:
-                flat.append(i)
-                flat.append(j)
-            off.append(len(flat) // 2)
+            if not _PHARAOH.fullmatch(line):
+                try:
+                    parse_links(line)
+                except ValueError as e:
+                    raise UserError(f"{path}:{n}: {e}") from None
+            block.append(line)
+            if len(block) == BLOCK_LINES:
+                _parse_block(block, counts, parts)
+                block = []
+        _parse_block(block, counts, parts)
         if n != lines:
             raise UserError(f"{path} has {n} lines but the training corpus has {lines}; the links file must be "
                             "line-aligned with the corpus")
-        return cls(np.frombuffer(off, dtype=np.int64), np.frombuffer(flat, dtype=np.int32).reshape(-1, 2),
-                   np.ones(lines, dtype=np.uint8))
+        per_line = np.concatenate(counts) if counts else np.zeros(0, dtype=np.int64)
+        ij = np.concatenate(parts) if parts else np.zeros((0, 2), dtype=np.int32)
+        return cls(np.concatenate([[0], np.cumsum(per_line)]).astype(np.int64), ij, np.ones(lines, dtype=np.uint8))
 
     def check_text(self, path: str, pairs: Iterator[tuple[str, str]], gold: tuple[set[str], set[str]]) -> int:
         """Check every line's links against its pair's words (a link past a sentence's end is an error,
         never silently dropped) and unguide the pairs equal to an align_text sentence; how many were."""
         sources, targets = gold
-        unguided = 0
+        words = array("q")
         for k, (src, tgt) in enumerate(pairs):
-            a, b = self.off[k], self.off[k + 1]
-            if b > a:
-                n_src, n_tgt = len(src.split()), len(tgt.split())
-                i, j = self.ij[a:b].max(axis=0)
-                if i >= n_src or j >= n_tgt:
-                    i, j = next((int(i), int(j)) for i, j in self.ij[a:b] if i >= n_src or j >= n_tgt)
-                    raise UserError(f"{path}:{k + 1}: link {i}-{j} points past the sentence pair ({n_src} source, "
-                                    f"{n_tgt} target words); the links must be 0-based and belong to this corpus")
+            words.append(len(src.split()))
+            words.append(len(tgt.split()))
             if sources and (same_text(src) in sources or same_text(tgt) in targets):
                 self.guided[k] = 0
-                unguided += 1
-        return unguided
+        n_words = np.frombuffer(words, dtype=np.int64).reshape(-1, 2)
+        line_of = np.repeat(np.arange(len(self.off) - 1), np.diff(self.off))
+        past = np.flatnonzero((self.ij >= n_words[line_of]).any(axis=1))
+        if len(past):
+            k, (i, j) = int(line_of[past[0]]), self.ij[past[0]]
+            n_src, n_tgt = n_words[k]
+            raise UserError(f"{path}:{k + 1}: link {i}-{j} points past the sentence pair ({n_src} source, "
+                            f"{n_tgt} target words); the links must be 0-based and belong to this corpus")
+        return int((self.guided == 0).sum())
+
+
+BLOCK_LINES = 20_000  # lines of a links file parsed together
+_PHARAOH = re.compile(r"(?:[0-9]+-[0-9]+(?: +[0-9]+-[0-9]+)*)? *")
+
+
+def _parse_block(block: list[str], counts: list, parts: list) -> None:
+    """Append the links of a block of checked lines: each line's count, and its (i, j) pairs in order."""
+    if not block:
+        return
+    counts.append(np.fromiter((line.count("-") for line in block), dtype=np.int64, count=len(block)))
+    numbers = " ".join(block).replace("-", " ").split()
+    parts.append(np.array(numbers, dtype=np.int32).reshape(-1, 2))
 
 
 def same_text(text: str) -> str:
