@@ -30,6 +30,7 @@ from attnmt.data.dataset import load_processors
 from attnmt.errors import UserError
 from attnmt.model_folder import refuse_file_in_the_way
 from attnmt.models.transformer import sinusoidal_encoding
+from attnmt.safe_write import write_text
 from attnmt.translation import model_config
 
 MAX_POSITIONS = 1024  # rows of the position table: the longest source or output the exported model reads
@@ -76,7 +77,7 @@ def export_ctranslate2(model_dir: str | Path, out: str | Path, quantization: str
     record = {"format": "ctranslate2", "ctranslate2": ctranslate2.__version__, "quantization": quantization,
               "checkpoint": checkpoint, "attention_layer": layer, "attention_head": head,
               "max_positions": MAX_POSITIONS, "parameters": _parameters(weights)}
-    (out / EXPORT_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    write_text(out / EXPORT_FILE, json.dumps(record, indent=2) + "\n", overwrite=True)  # the folder's, just made
     return out
 
 

@@ -24,6 +24,8 @@ from matplotlib import font_manager
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from attnmt.safe_write import open_output
+
 # Tried in order for every glyph (matplotlib falls back per glyph across the list), so Latin
 # text uses DejaVu Sans and Chinese/Japanese/Korean tokens use whichever CJK font is installed.
 FONT_FALLBACKS = (
@@ -314,5 +316,7 @@ def plot_attention(
         with warnings.catch_warnings():
             # A token in a script no installed font covers is drawn as a box; that is no error.
             warnings.filterwarnings("ignore", message=r".*[Gg]lyph .* missing from")
-            fig.savefig(path, dpi=dpi, bbox_inches="tight", pad_inches=0.1)
+            with open_output(path, "wb", overwrite=True) as f:  # plot-attention --out: checked before the work
+                fig.savefig(f, format=Path(path).suffix.lstrip(".").lower() or "png", dpi=dpi, bbox_inches="tight",
+                            pad_inches=0.1)
     return path
