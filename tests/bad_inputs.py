@@ -227,7 +227,7 @@ def some_not_finite(payload: dict) -> None:
 
 @contextlib.contextmanager
 def full_disk():
-    """Every checkpoint write goes to /dev/full: the kernel's own ENOSPC, when the file is flushed."""
+    """Every binary write (a checkpoint's) goes to /dev/full: the kernel's own ENOSPC, when the file is flushed."""
     import os
     from unittest import mock
 
@@ -239,7 +239,7 @@ def full_disk():
         os.close(fd)
         return open("/dev/full", "wb")  # noqa: SIM115
 
-    with mock.patch("attnmt.checkpoint.os.fdopen", fdopen):
+    with mock.patch("attnmt.safe_write.os.fdopen", fdopen):
         yield
 
 
