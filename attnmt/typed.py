@@ -205,7 +205,7 @@ def _parse_override(item: str) -> tuple[list[str], Any]:
         raise UserError(f"--set {item!r}: expected key=value, e.g. --set train.lr=0.0005")
     key, text = item.split("=", 1)
     try:
-        value = parse_yaml(text, f"--set {item[:80]}") if text.strip() else None
+        value = parse_yaml(text, f"--set {key.strip()}") if text.strip() else None
     except yaml.YAMLError:
         value = text
     return key.strip().split("."), value

@@ -163,7 +163,7 @@ def test_an_alias_bomb_in_the_data_transforms_is_refused_before_it_expands(tmp_p
 
 def test_an_alias_bomb_given_through_set_is_refused(tmp_path):
     path = write(tmp_path, "train:\n  lr: 0.001\n")
-    with pytest.raises(UserError, match=r"^--set data.transforms=.*: its aliases expand to more than 100,000"):
+    with pytest.raises(UserError, match=r"^--set data.transforms: its aliases expand to more than 100,000"):
         load_config(path, [f"data.transforms={lol_bomb(9, 9, flow=True)}"])  # the billion laughs
 
 
@@ -175,7 +175,7 @@ def test_an_alias_inside_the_value_it_names_is_refused(tmp_path):
 def test_a_deep_nesting_is_one_line_not_a_recursion_error(tmp_path):
     with pytest.raises(UserError, match="nests lists and mappings more than 64 levels deep"):
         load_config(write(tmp_path, "data:\n  transforms: " + "[" * 10_000 + "]" * 10_000 + "\n"))
-    with pytest.raises(UserError, match="^--set data.transforms=.*nests lists and mappings more than 64"):
+    with pytest.raises(UserError, match="^--set data.transforms nests lists and mappings more than 64"):
         load_config(write(tmp_path, ""), ["data.transforms=" + "[" * 10_000 + "]" * 10_000])
 
 
