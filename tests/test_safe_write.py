@@ -46,16 +46,20 @@ def test_overwrite_replaces_a_file_atomically_and_keeps_its_permissions(tiny_mod
     assert temporaries(tmp_path) == []
 
 
-def test_a_fifo_is_written_to_and_never_replaced(tiny_model, tmp_path, capsys):
+@pytest.mark.parametrize("extra", [(), ("--overwrite",)])
+def test_a_fifo_is_written_to_and_never_replaced(tiny_model, tmp_path, capsys, extra):
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
     received: list[bytes] = []
     reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()), daemon=True)
     reader.start()
-    assert translate(tiny_model, tmp_path, fifo) == 0  # a pipe needs no --overwrite: nothing is replaced
+    assert translate(tiny_model, tmp_path, fifo, *extra) == 0  # a pipe needs no --overwrite: nothing is replaced
+    if not received:  # the pipe was not opened (a file was put in its place): let the reader go
+        with open(fifo, "wb") if stat.S_ISFIFO(os.lstat(fifo).st_mode) else open(os.devnull, "wb"):
+            pass
     reader.join(timeout=30)
-    assert len(received[0].decode("utf-8").splitlines()) == 2
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)  # still the pipe, not a regular file in its place
+    assert len(received[0].decode("utf-8").splitlines()) == 2
     assert temporaries(tmp_path) == []
 
 
@@ -76,6 +80,7 @@ def device_node(tmp_path: Path, name: str, minor: int) -> Path:
 def test_a_device_node_is_written_to_and_never_replaced(tiny_model, tmp_path, capsys):
     null = device_node(tmp_path, "null", 3)
     assert translate(tiny_model, tmp_path, null) == 0
+    assert translate(tiny_model, tmp_path, null, "--overwrite") == 0
     assert stat.S_ISCHR(os.lstat(null).st_mode)
     full = device_node(tmp_path, "full", 7)  # every write: the kernel's ENOSPC
     assert translate(tiny_model, tmp_path, full) == 2
