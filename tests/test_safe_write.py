@@ -136,3 +136,10 @@ def test_a_failed_write_keeps_the_old_file_and_removes_the_temporary(tiny_model,
     assert line.startswith(f"attnmt: error: cannot write {out}: {reason}; out.txt still holds its previous contents")
     assert out.read_text(encoding="utf-8") == "precious\n"
     assert temporaries(tmp_path) == []
+
+
+def test_dev_stdout_is_written_to_without_overwrite(tiny_model, tmp_path, capfd):
+    """/dev/stdout names the process's standard output (here pytest's capture file): written to, never replaced,
+    even though the link leads to a regular file."""
+    assert translate(tiny_model, tmp_path, Path("/dev/stdout")) == 0
+    assert len(capfd.readouterr().out.splitlines()) == 2
