@@ -14,7 +14,8 @@ What a path gets, by what is there:
   stays a link and its target is replaced atomically, with --overwrite; a link to /dev/null writes to /dev/null).
   A link whose target does not exist is refused: writing it would create a file at a place the command line does
   not name.
-* a folder, a socket or a block device: refused.
+* a folder, a socket or a block device: refused. A folder of files written as one (an export) is filled
+  beside its name and renamed into place at the end (`output_folder`).
 
 A write that fails (a full disk, an I/O error, a read-only file system) removes the temporary file and is a
 `WriteError`: one line naming the file and saying that what was there before is intact.
@@ -26,6 +27,7 @@ import contextlib
 import errno
 import os
 import secrets
+import shutil
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -108,11 +110,11 @@ def check_output(path: str | Path, overwrite: bool) -> Target:
     return target
 
 
-def _failure(path: Path, target: Target, e: OSError) -> WriteError:
+def _failure(path: Path, target: Target, e: OSError, kind: str = "file") -> WriteError:
     if target.stream:
         kept = ""
     elif target.exists:
-        kept = f"{target.path.name} still holds its previous contents (the write went to a temporary file, removed)"
+        kept = f"{target.path.name} still holds its previous contents (the write went to a temporary {kind}, removed)"
     else:
         kept = "no file was left behind"
     return WriteError(path, e.strerror or str(e), kept, WHAT_TO_DO.get(e.errno, "choose another output path"))
@@ -207,6 +209,31 @@ def write_bytes(path: str | Path, data: bytes, overwrite: bool = False) -> None:
     """``data`` written to ``path`` by `open_output`."""
     with open_output(path, "wb", overwrite=overwrite) as f:
         f.write(data)
+
+
+@contextlib.contextmanager
+def output_folder(path: str | Path) -> Iterator[Path]:
+    """A folder of files written as one (an export): the block fills a temporary folder beside ``path``
+    (``.NAME.XXXXXXXX.partial``), which takes ``path``'s place only once the block ends without an error; the
+    folder there before (the caller has checked --overwrite) is removed after. A failure leaves ``path`` as
+    it was and no temporary folder; a failed write is a `WriteError`."""
+    final = Path(os.path.realpath(path))  # a link to a folder: its target is replaced, the link stays
+    tmp = final.parent / TEMPORARY.format(name=final.name, token=secrets.token_hex(4))
+    target = Target(final, stream=False, exists=final.is_dir())
+    try:
+        tmp.mkdir(parents=False)
+        yield tmp
+        old = final.parent / TEMPORARY.format(name=final.name, token=secrets.token_hex(4))
+        if target.exists:
+            final.rename(old)
+        tmp.rename(final)
+        shutil.rmtree(old, ignore_errors=True)
+    except OSError as e:
+        if isinstance(e, BrokenPipeError) or (e.errno not in WRITE_ERRNOS and e.errno not in WHAT_TO_DO):
+            raise
+        raise _failure(Path(path), target, e, "folder") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def remove_temporaries(folder: Path) -> None:
