@@ -182,21 +182,23 @@ def _write_replacing(target: Target, mode: str, options: dict) -> Iterator[IO]:
             if target.exists:
                 os.chmod(tmp, stat.S_IMODE(os.stat(final).st_mode))
             os.replace(tmp, final)
-            _sync_folder(final.parent)
         except OSError as e:
             raise _own(e) from None
+        _sync_folder(final.parent)
     finally:
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)  # gone already once renamed
 
 
 def _sync_folder(folder: Path) -> None:
-    """The rename itself on disk (a crash right after it keeps the new name)."""
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    """The rename itself on disk (a crash right after it keeps the new name), where the file system allows it:
+    the file is in place already, so a folder that cannot be synced is no reason to report a failed write."""
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def write_text(path: str | Path, text: str, overwrite: bool = False, **options) -> None:
