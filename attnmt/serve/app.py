@@ -363,25 +363,20 @@ def serve(model_specs: list[str], host: str = "127.0.0.1", port: int = 8000, *, 
 
 
 def bind(host: str, port: int) -> socket.socket:
-    """The server's socket, bound to ``host``:``port`` (uvicorn listens on it); a port in use, or an address that
-    cannot be bound, is a UserError naming them instead of uvicorn's lines and exit 3."""
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
-                                                             flags=socket.AI_PASSIVE)[0]
-    except (OSError, UnicodeError) as e:
-        raise UserError(f"serve: --host {host} is not an address of this machine ({e}); use e.g. 127.0.0.1 or "
-                        "0.0.0.0") from None
-    sock = socket.socket(family, kind, proto)
+    """The server's socket, bound to ``host``:``port`` as uvicorn binds it (IPv6 when the host has a colon) and
+    handed to uvicorn; a port in use, or an address that cannot be bound, is a UserError naming them instead of
+    uvicorn's lines and exit 3."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn: a restart need not wait
-        sock.bind(address)
-    except OSError as e:
+        sock.bind((host, port))
+    except (OSError, UnicodeError) as e:
         sock.close()
-        if e.errno == errno.EADDRINUSE:
+        if getattr(e, "errno", None) == errno.EADDRINUSE:
             raise UserError(f"serve: port {port} on {host} is in use by another program; stop it, or choose "
                             "another --port") from None
-        raise UserError(f"serve: cannot listen on {host} port {port} ({e.strerror or e}); choose another --host "
-                        "or --port") from None
+        raise UserError(f"serve: cannot listen on {host} port {port} ({getattr(e, 'strerror', None) or e}); "
+                        "choose another --host or --port") from None
     return sock
 
 
