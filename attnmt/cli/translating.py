@@ -95,6 +95,7 @@ def _translate_live(args, translator, reverse) -> None:
     lines = live_lines(sys.stdin.buffer) if not args.input or args.input == "-" else read_input(args.input)
     out = None
 
+    interrupted = False
     with contextlib.ExitStack() as outputs:
         def handle(group: list[str], first: int) -> None:
             nonlocal out
@@ -105,7 +106,12 @@ def _translate_live(args, translator, reverse) -> None:
             _write_translations(out, translations, first, args)
             out.flush()
 
-        in_groups(lines, 1 if args.buffer is None else args.buffer, handle)
+        try:
+            in_groups(lines, 1 if args.buffer is None else args.buffer, handle)
+        except KeyboardInterrupt:  # how a session at a terminal ends: the --output file keeps what was translated
+            interrupted = True
+    if interrupted:
+        raise KeyboardInterrupt
 
 
 def cmd_evaluate(args) -> None:
