@@ -2,16 +2,17 @@
 
 `open_model_folder` takes the folder's lock (attnmt.folder_lock: a second train, resume, fine-tune or
 average of the folder is refused with one line naming the process that holds it), refuses a folder that
-holds another run (unless --overwrite or --resume) and notes what the folder holds. A folder whose run
-wrote no checkpoint (one killed before its first) holds nothing worth keeping a refusal for: it is
-restarted without --overwrite. With --overwrite, or on such a restart, the previous run's files are
-moved aside into MODEL_DIR/.replaced rather than deleted. `ModelFolder.settle`, called however the run
-ends, keeps the new files once the run has written a checkpoint (and drops the replaced ones); a run
-that ends without one (bad data, a wrong setting, Ctrl-C twice) leaves the folder as it found it: what
-it added is removed, what it replaced is put back, and a folder it created is removed, so that the same
-command succeeds once the cause is fixed. A run killed before it could settle is settled by the next
-one that opens the folder. A token store (MODEL_DIR/store, written by `attnmt prepare` or by training)
-is a cache of the corpus, never part of a run: it is neither replaced nor removed once complete.
+holds another run (unless --overwrite or --resume) and notes what the folder holds. A folder that holds
+only what a run writes (RUN_FILES) and no checkpoint, a run killed before its first, is restarted
+without --overwrite; anything else in it still needs --overwrite. With --overwrite, or on such a
+restart, the previous run's files are moved aside into MODEL_DIR/.replaced rather than deleted.
+`ModelFolder.settle`, called however the run ends, keeps the new files once the run has written a
+checkpoint (and drops the replaced ones); a run that ends without one (bad data, a wrong setting, Ctrl-C
+twice) leaves the folder as it found it: what it added is removed, what it replaced is put back, and a
+folder it created is removed, so that the same command succeeds once the cause is fixed. A run killed
+before it could settle is settled by the next one that opens the folder. A token store (MODEL_DIR/store,
+written by `attnmt prepare` or by training) is a cache of the corpus, never part of a run: it is neither
+replaced nor removed once complete.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ from attnmt.safe_write import remove_temporaries
 
 STORE = "store"  # attnmt prepare's token store
 REPLACED = ".replaced"  # --overwrite: the previous run's files until the new run's first checkpoint
+# What a run writes into its folder: a folder that holds only these and no checkpoint is a run that died early
+RUN_FILES = frozenset({"config.yaml", "train_log.jsonl", "train.log", "tensorboard", "checkpoints"})
+RUN_PREFIXES = ("src.", "tgt.", "joint.")  # the tokenizers and vocabularies
 
 
 def _remove(path: Path) -> None:
@@ -150,7 +154,8 @@ def _ready(model_dir: Path, created: bool, overwrite: bool, resume: bool, lock: 
         remove_temporaries(model_dir / "checkpoints")
         return ModelFolder(model_dir, False, frozenset(p.name for p in model_dir.iterdir()), lock, resume=True)
     held = [p for p in model_dir.iterdir() if p.name not in (STORE, REPLACED, LOCK)]
-    restart = held and not _has_checkpoint(model_dir) and (model_dir / "config.yaml").is_file()
+    restart = (held and not _has_checkpoint(model_dir) and (model_dir / "config.yaml").is_file()
+               and all(p.name in RUN_FILES or p.name.startswith(RUN_PREFIXES) for p in held))
     if held and not (overwrite or restart):
         raise UserError(f"model folder {model_dir} exists and is not empty; choose another folder, "
                         "--resume it, or pass --overwrite to replace it")

@@ -123,3 +123,14 @@ def test_an_overwriting_run_killed_before_its_first_checkpoint_gives_the_old_run
     assert main(["train", str(config), "--model-dir", str(model)]) == 2  # it is back, and still refuses a new run
     assert "exists and is not empty" in capsys.readouterr().err
     assert snapshot(model) == before
+
+
+def test_a_folder_without_a_checkpoint_that_holds_other_files_is_still_refused(tiny_model, tiny_corpus, tmp_path,
+                                                                               capsys):
+    model = tmp_path / "m"
+    model.mkdir()
+    shutil.copy(tiny_model / "config.yaml", model / "config.yaml")  # as a run killed early leaves it
+    (model / "notes.txt").write_text("mine\n", encoding="utf-8")  # but something the user put there too
+    assert main(["train", str(config_file(tmp_path, tiny_corpus, 2)), "--model-dir", str(model)]) == 2
+    assert "exists and is not empty" in capsys.readouterr().err
+    assert sorted(p.name for p in model.iterdir()) == ["config.yaml", "notes.txt"]
