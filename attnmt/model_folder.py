@@ -27,6 +27,10 @@ from attnmt.safe_write import remove_temporaries
 
 STORE = "store"  # attnmt prepare's token store
 REPLACED = ".replaced"  # --overwrite: the previous run's files until the new run's first checkpoint
+# The previous run's files on their way into REPLACED, and back out of it: a folder renamed only once the move
+# is complete, so that a run killed in the middle of one leaves a folder that says which entries are whose
+REPLACING, RESTORING = ".replacing", ".restoring"
+OWN = frozenset({REPLACED, REPLACING, RESTORING, LOCK})  # this module's names, never a run's files
 # What a run writes into its folder: a folder that holds only these and no checkpoint is a run that died early
 RUN_FILES = frozenset({"config.yaml", "train_log.jsonl", "train.log", "tensorboard", "checkpoints"})
 RUN_PREFIXES = ("src.", "tgt.", "joint.")  # the tokenizers and vocabularies
@@ -49,15 +53,30 @@ def _complete_store(entry: Path) -> bool:
 
 def _put_back(model_dir: Path, kept: frozenset[str] = frozenset()) -> None:
     """A run without a checkpoint undone: what it added removed (but the names in ``kept``, the lock and a
-    complete store), what it moved into REPLACED put back."""
+    complete store), then what it moved into REPLACED put back (through RESTORING, so that a kill in the middle
+    is finished by `_recover`)."""
     for entry in model_dir.iterdir():
-        if entry.name not in kept | {REPLACED, LOCK} and not _complete_store(entry):
+        if entry.name not in kept | OWN and not _complete_store(entry):
             _remove(entry)
-    replaced = model_dir / REPLACED
-    if replaced.is_dir():
-        for entry in replaced.iterdir():
-            entry.rename(model_dir / entry.name)
-        replaced.rmdir()
+    if (model_dir / REPLACED).is_dir():
+        (model_dir / REPLACED).rename(model_dir / RESTORING)
+        _move_back(model_dir / RESTORING, model_dir)
+
+
+def _move_back(staging: Path, model_dir: Path) -> None:
+    """Every entry of ``staging`` (the previous run's) back into the folder, then ``staging`` removed."""
+    for entry in staging.iterdir():
+        entry.rename(model_dir / entry.name)
+    staging.rmdir()
+
+
+def _set_aside(model_dir: Path, held: list[Path]) -> None:
+    """The previous run's entries moved into REPLACED, through REPLACING (renamed once complete)."""
+    staging = model_dir / REPLACING
+    staging.mkdir()
+    for entry in held:
+        entry.rename(staging / entry.name)
+    staging.rename(model_dir / REPLACED)
 
 
 @dataclass
@@ -116,8 +135,12 @@ def make_folder(path: Path, what: str = "folder") -> None:
 
 
 def _recover(model_dir: Path) -> None:
-    """Settle what a run killed before its own settle left (a REPLACED folder): its replacement kept if it
-    wrote a checkpoint, else the replaced files put back."""
+    """Settle what a run killed before its own settle left: a move cut short (REPLACING, RESTORING: all the
+    previous run's) finished back into the folder; a REPLACED folder dropped if its replacement wrote a
+    checkpoint, else put back."""
+    for staging in (REPLACING, RESTORING):  # killed while moving: no file of the new run was written yet
+        if (model_dir / staging).is_dir():
+            _move_back(model_dir / staging, model_dir)
     if not (model_dir / REPLACED).is_dir():
         return
     if _has_checkpoint(model_dir):
@@ -153,15 +176,12 @@ def _ready(model_dir: Path, created: bool, overwrite: bool, resume: bool, lock: 
             raise UserError(f"--resume: {model_dir} has no checkpoints/last.pt to resume from; train without --resume")
         remove_temporaries(model_dir / "checkpoints")
         return ModelFolder(model_dir, False, frozenset(p.name for p in model_dir.iterdir()), lock, resume=True)
-    held = [p for p in model_dir.iterdir() if p.name not in (STORE, REPLACED, LOCK)]
+    held = [p for p in model_dir.iterdir() if p.name not in OWN | {STORE}]
     restart = (held and not _has_checkpoint(model_dir) and (model_dir / "config.yaml").is_file()
                and all(p.name in RUN_FILES or p.name.startswith(RUN_PREFIXES) for p in held))
     if held and not (overwrite or restart):
         raise UserError(f"model folder {model_dir} exists and is not empty; choose another folder, "
                         "--resume it, or pass --overwrite to replace it")
     if held:  # --overwrite, or a run that wrote no checkpoint: kept aside until this run's first checkpoint
-        replaced = model_dir / REPLACED
-        replaced.mkdir()
-        for entry in held:
-            entry.rename(replaced / entry.name)
+        _set_aside(model_dir, held)
     return ModelFolder(model_dir, created, frozenset(p.name for p in model_dir.iterdir()), lock)

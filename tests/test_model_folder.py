@@ -134,3 +134,19 @@ def test_a_folder_without_a_checkpoint_that_holds_other_files_is_still_refused(t
     assert main(["train", str(config_file(tmp_path, tiny_corpus, 2)), "--model-dir", str(model)]) == 2
     assert "exists and is not empty" in capsys.readouterr().err
     assert sorted(p.name for p in model.iterdir()) == ["config.yaml", "notes.txt"]
+
+
+@pytest.mark.parametrize("staging", [".replacing", ".restoring"])
+def test_a_run_killed_while_moving_the_previous_run_gives_it_back_whole(tiny_model, tiny_corpus, tmp_path, capsys,
+                                                                         staging):
+    """Killed halfway through setting the previous run aside (--overwrite), or through putting it back (a run
+    without a checkpoint ending): the next run finishes the move back before it looks at the folder."""
+    model = tmp_path / "m"
+    shutil.copytree(tiny_model, model)
+    before = snapshot(model)
+    (model / staging).mkdir()
+    for name in ("checkpoints", "config.yaml"):  # moved; the rest not yet
+        (model / name).rename(model / staging / name)
+    assert main(["train", str(config_file(tmp_path, tiny_corpus, 2)), "--model-dir", str(model)]) == 2
+    assert "exists and is not empty" in capsys.readouterr().err
+    assert snapshot(model) == before and not (model / staging).exists()
