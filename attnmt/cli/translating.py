@@ -108,7 +108,7 @@ def _translate_live(args, translator, reverse) -> None:
 
         try:
             in_groups(lines, 1 if args.buffer is None else args.buffer, handle)
-        except KeyboardInterrupt:  # how a session at a terminal ends: the --output file keeps what was translated
+        except KeyboardInterrupt:  # how live input at a terminal ends: the --output file keeps what was translated
             interrupted = True
     if interrupted:
         raise KeyboardInterrupt
