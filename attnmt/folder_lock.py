@@ -1,7 +1,7 @@
 """One process at a time writes a model folder: a lock per folder.
 
 `lock_folder` takes an exclusive `fcntl.flock` on MODEL_DIR/.lock and writes the process id and the command
-into it; a second train, resume, fine-tune or average of that folder is refused with one line naming the
+into it; a second train, resume, fine-tune, average or prepare of that folder is refused with one line naming the
 process that holds it. The kernel releases the lock when the process ends, however it ends (a kill, a
 crash), so a lock is never stale. The file may be removed by its holder (a run that leaves the folder as
 it found it): a process that locked a file that has since been unlinked sees that its file is no longer the

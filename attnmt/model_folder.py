@@ -17,7 +17,9 @@ replaced nor removed once complete.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -132,6 +134,23 @@ def make_folder(path: Path, what: str = "folder") -> None:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UserError(f"{what} {path} cannot be created ({e.strerror or e}); choose another folder") from None
+
+
+@contextlib.contextmanager
+def held(model_dir: Path, command: str) -> Iterator[None]:
+    """``model_dir`` locked for a command that writes into it without being a run (attnmt prepare's store):
+    made if missing; its lock file, if this made it, and the folder, if this made it and it stays empty,
+    removed after."""
+    refuse_file_in_the_way(model_dir, "model folder")
+    created = not model_dir.exists()
+    make_folder(model_dir, "model folder")
+    had_lock = (model_dir / LOCK).exists()
+    lock = lock_folder(model_dir, command)
+    try:
+        yield
+    finally:
+        _unmake(model_dir, created, had_lock)
+        lock.release()
 
 
 def _recover(model_dir: Path) -> None:

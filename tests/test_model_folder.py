@@ -61,7 +61,8 @@ def snapshot(folder: Path) -> dict[str, bytes]:
             if p.is_file() and p.name != LOCK}
 
 
-def test_a_folder_in_use_refuses_train_resume_and_average_in_one_line(tiny_model, tiny_corpus, tmp_path, capsys):
+def test_a_folder_in_use_refuses_train_resume_average_and_prepare_in_one_line(tiny_model, tiny_corpus, tmp_path,
+                                                                             capsys):
     model = tmp_path / "m"
     shutil.copytree(tiny_model, model)
     before = snapshot(model)
@@ -72,7 +73,8 @@ def test_a_folder_in_use_refuses_train_resume_and_average_in_one_line(tiny_model
                      ["train", str(config), "--model-dir", str(model), "--resume"],
                      ["train", str(tiny_model / "config.yaml"), "--model-dir", str(model), "--overwrite",
                       "--init-from", str(tiny_model)],
-                     ["average", "--model", str(model)]):
+                     ["average", "--model", str(model)],
+                     ["prepare", str(config), "--model-dir", str(model)]):
             assert main(argv) == 2, argv
             assert capsys.readouterr().err.splitlines() == [
                 f"attnmt: error: model folder {model} is in use by attnmt train (process {os.getpid()}); wait until "
