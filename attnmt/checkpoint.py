@@ -9,8 +9,8 @@ file was edited or made by something else, and corruption could not be told from
 Weights with a NaN or an infinity are refused too: they translate every sentence into nothing.
 
 A failed write (a full disk, a folder that cannot be written) is a `CheckpointWriteError`, one line
-naming the file: the write goes to a temporary file that is renamed into place only when complete, so
-the checkpoint of that name that was there before is untouched.
+naming the file: the write goes through attnmt.safe_write, to a temporary file that is renamed into place
+only when complete, so the checkpoint of that name that was there before is untouched.
 
 Only `last.pt` carries the full training state (optimizer, scheduler, RNG, EMA) that `--resume`
 needs; `best.pt`, the kept `stepN.pt`, `ema.pt` and averaged checkpoints hold what translating
@@ -20,10 +20,9 @@ state under another name (as `best.pt` was once) load all the same.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-import os
 import pickle
-import secrets
 import warnings
 import zipfile
 from pathlib import Path
@@ -33,6 +32,8 @@ import torch
 from torch import nn
 
 from attnmt.errors import UserError
+from attnmt.folder_lock import folder_locked
+from attnmt.safe_write import WriteError, open_output
 
 FORMAT_VERSION = 1
 # What translating with a checkpoint needs, and where its weights came from (the step, the scores, the averaged files)
@@ -82,42 +83,20 @@ class CheckpointWriteError(UserError):
 
 
 def save_checkpoint(payload: dict[str, Any], path: Path) -> None:
-    """Write to a temporary file, flush and fsync, then rename: a crash never leaves a half-written
-    checkpoint under the real name. An OSError (a full disk, a folder that cannot be written) is a
-    `CheckpointWriteError`."""
+    """Write the checkpoint by attnmt.safe_write (a temporary file, fsynced, then renamed): a crash never leaves a
+    half-written checkpoint under the real name. A failed write (a full disk, a folder that cannot be written)
+    is a `CheckpointWriteError`."""
     try:
-        _write_checkpoint(payload, path)
+        path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise CheckpointWriteError(path, e.strerror or str(e)) from None
-
-
-def _write_checkpoint(payload: dict[str, Any], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
     payload = {"format_version": FORMAT_VERSION, **payload}
     payload["checksum"] = payload_digest(payload)
-    tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp"
-    # os.open with mode 0o666 honours the umask (tempfile.mkstemp would make the checkpoint 0600).
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
-        with os.fdopen(fd, "wb") as f:
+        with open_output(path, "wb", overwrite=True) as f:
             torch.save(payload, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def remove_stale_temporaries(directory: Path) -> None:
-    """Delete the temporary files of checkpoint writes that a killed run left behind."""
-    for p in directory.glob(".*.pt.*.tmp"):
-        p.unlink(missing_ok=True)
+    except WriteError as e:
+        raise CheckpointWriteError(path, e.reason) from None
 
 
 def load_checkpoint(path: Path, model_type: str | None = None) -> dict[str, Any]:
@@ -252,7 +231,14 @@ def average_checkpoints(paths: list[Path], model_type: str | None = None) -> dic
 def average_last(model_dir: Path, last: int | None = None, name: str = "averaged", model_type: str | None = None,
                  overwrite: bool = False) -> tuple[Path, list[Path]]:
     """Average the newest `last` kept step checkpoints of a model folder (all of them if None) into
-    `checkpoints/<name>.pt`; returns that path and the checkpoints averaged."""
+    `checkpoints/<name>.pt`; returns that path and the checkpoints averaged. The folder is locked meanwhile
+    (attnmt.folder_lock): a training run of it must end first."""
+    with folder_locked(model_dir, "attnmt average") if model_dir.is_dir() else contextlib.nullcontext():
+        return _average_last(model_dir, last, name, model_type, overwrite)
+
+
+def _average_last(model_dir: Path, last: int | None, name: str, model_type: str | None,
+                  overwrite: bool) -> tuple[Path, list[Path]]:
     directory = model_dir / "checkpoints"
     kept = kept_checkpoints(directory)
     if last is not None and last < 1:

@@ -20,7 +20,9 @@ import yaml
 from attnmt.errors import UserError
 from attnmt.moved_keys import MOVED_KEYS, read_moved_keys  # noqa: F401 (MOVED_KEYS: re-exported)
 from attnmt.registry import Registry
-from attnmt.typed import apply_overrides, build, check_declared, check_range, coerce, ranged, read_yaml
+from attnmt.safe_write import write_text
+from attnmt.typed import apply_overrides, build, check_declared, check_range, coerce, ranged
+from attnmt.yaml_input import read_yaml
 
 # The upper bounds of the numeric keys: far beyond any real run, and small enough that no value overflows the
 # integer types that torch, numpy and the token store put them in. Sizes of the model beyond what the machine's
@@ -352,6 +354,17 @@ class Config:
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
 
+    def __post_init__(self) -> None:
+        check_model_name(self.name)
+
+
+def check_model_name(name: str) -> None:
+    """A model's name is one path component (train writes models/NAME): no separator, not . or .., not hidden."""
+    if not name or name in (".", "..") or name.startswith(".") or any(c in name for c in "/\\\0") \
+            or len(name.encode("utf-8", "replace")) > 255:
+        raise UserError(f"config: name={name!r} is not a folder name (train writes models/NAME); use one name "
+                        "without / or \\, not starting with a dot, e.g. name: de-en-base")
+
 
 PATH_FIELDS = {"train_src", "train_tgt", "train_tsv", "valid_src", "valid_tgt", "valid_tsv", "test_src", "test_tgt"}
 # The keys of data.transforms entries that name files, resolved like the data paths (attnmt/data/transforms.py
@@ -448,4 +461,5 @@ def _blame(message: str, path: Path, overrides: list[str]) -> str:
 
 
 def save_config(config: Config, path: Path) -> None:
-    path.write_text(yaml.safe_dump(config_to_dict(config), sort_keys=False, allow_unicode=True), encoding="utf-8")
+    """The config as YAML, written by attnmt.safe_write (replacing the file there)."""
+    write_text(path, yaml.safe_dump(config_to_dict(config), sort_keys=False, allow_unicode=True), overwrite=True)

@@ -24,6 +24,7 @@ from attnmt.evaluate import LengthBucket, format_table
 from attnmt.model_folder import make_folder, refuse_file_in_the_way
 from attnmt.models.registry import model_class
 from attnmt.runlog import training_summary
+from attnmt.safe_write import write_text
 from attnmt.study.command import execute_study
 from attnmt.study.spec import Study, study_from_dict
 from attnmt.translator import Translator, load
@@ -185,11 +186,11 @@ def run_demo(out_dir: str | Path = "attnmt-demo", quick: bool = False, overwrite
     phases["figures"] = seconds - phases["data"] - phases["training"] - phases["evaluation"]
     phases = {k: round(v, 1) for k, v in phases.items()}
     report = render_report(buckets, bleu, shown, seconds, s)
-    (out_dir / "report.md").write_text(report, encoding="utf-8")
-    (out_dir / "results.json").write_text(json.dumps({
+    write_text(out_dir / "report.md", report, overwrite=True)  # the demo's folder: checked by prepare_out_dir
+    write_text(out_dir / "results.json", json.dumps({
         "seconds": seconds, "phases_s": phases, "bleu": bleu,
         "buckets": {m: [vars(b) for b in bs] for m, bs in buckets.items()},
-    }, indent=2), encoding="utf-8")
+    }, indent=2), overwrite=True)
     say(report)
     say(explorer_hint({run.model: run.model_dir for run in done.runs}, out_dir))
     return DemoResult(out_dir, buckets, bleu, seconds, report, phases)

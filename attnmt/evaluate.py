@@ -23,6 +23,7 @@ import numpy as np
 from sacrebleu.metrics import BLEU, CHRF, TER
 
 from attnmt.errors import UserError
+from attnmt.safe_write import open_output
 
 DEFAULT_BUCKET_WIDTH = 10
 
@@ -356,7 +357,7 @@ def write_hypotheses(path: str | Path, translations: Sequence, n_best: int = 1) 
     """The translations, one detokenized line per sentence; with ``n_best`` > 1, every hypothesis as
     ``i ||| text ||| score`` (``i`` the sentence from 0, best first; ``score`` the search's, a log
     probability after the length penalty), the format of ``attnmt translate --n-best`` and fairseq's."""
-    with open(path, "w", encoding="utf-8") as f:
+    with open_output(path, overwrite=True) as f:  # evaluate --output: refused before the work without --overwrite
         for i, tr in enumerate(translations):
             if n_best > 1:
                 f.writelines(f"{i} ||| {option.text} ||| {option.score:.4f}\n" for option in tr.n_best or [tr])

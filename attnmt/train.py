@@ -13,13 +13,16 @@ validation and the stop. Everything a checkpoint needs to continue exactly is in
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import sys
 import time
+import typing
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -47,23 +50,48 @@ from attnmt.optim import EMA, make_optimizer
 from attnmt.runlog import RunLog, graceful_stop
 from attnmt.schedulers import make_scheduler, steps_per_update
 from attnmt.trainlog import BudgetBar, show_bar
+from attnmt.typed import coerce, ranged
 
 
 @dataclass
 class TrainState:
     """Where training stands; saved in every checkpoint so that --resume continues exactly."""
 
-    step: int = 0
-    epoch: int = 0
-    batch_in_epoch: int = 0  # batches of the current epoch already consumed
+    step: int = ranged(0, 0)
+    epoch: int = ranged(0, 0)
+    batch_in_epoch: int = ranged(0, 0)  # batches of the current epoch already consumed
     best_valid_loss: float = math.inf
-    bad_validations: int = 0  # validations since the best one
+    bad_validations: int = ranged(0, 0)  # validations since the best one
     best_valid_score: float = -math.inf  # the best validation BLEU / chrF (train.early_stopping_metric)
-    elapsed_s: float = 0.0
-    tgt_tokens: int = 0
+    elapsed_s: float = ranged(0.0, 0.0)
+    tgt_tokens: int = ranged(0, 0)
     stop_reason: str = ""
-    best_step: int | None = None  # the step of the best validation so far
-    validated_step: int = -1  # the step of the last validation: a resumed run that has finished validates no more
+    best_step: int | None = ranged(None, 0)  # the step of the best validation so far
+    # the step of the last validation: a resumed run that has finished validates no more
+    validated_step: int = ranged(-1, -1)
+
+    @classmethod
+    def from_checkpoint(cls, raw: Any, path: Path) -> TrainState:
+        """The state a checkpoint holds, every field's type and range checked (a best loss or score may be
+        infinite, never NaN); anything else is a UserError naming the field."""
+        hints, fields = typing.get_type_hints(cls), {f.name: f for f in dataclasses.fields(cls)}
+        values = {}
+        try:
+            if not isinstance(raw, dict):
+                raise UserError(f"a {type(raw).__name__}, not a mapping")
+            for key, value in raw.items():
+                if key not in fields:
+                    raise UserError(f"unknown field {str(key)[:40]!r}")
+                values[key] = coerce(key, value, hints[key])
+                declared = fields[key].metadata.get("range")
+                if declared is not None and values[key] is not None:
+                    declared.check(key, values[key])
+                elif isinstance(values[key], float) and math.isnan(values[key]):
+                    raise UserError(f"{key}=nan is not a number")
+        except UserError as e:
+            raise UserError(f"checkpoint {path} cannot be resumed: its training state is malformed "
+                            f"({str(e).removeprefix('config: ')[:160]}); train again without --resume") from None
+        return cls(**values)
 
 
 @dataclass
@@ -426,7 +454,7 @@ class Trainer:
             self.optimizer.load_state_dict(payload["optimizer"])
             if self.scheduler is not None and payload["scheduler"]:
                 self.scheduler.load_state_dict(payload["scheduler"])
-            self.state = TrainState(**payload["train_state"])
+            self.state = TrainState.from_checkpoint(payload["train_state"], path)
             torch.set_rng_state(payload["rng"])
             if self.ema is not None and "ema" in payload:
                 self.ema.load_state_dict(payload["ema"])

@@ -15,12 +15,12 @@ import dataclasses
 import math
 import types
 import typing
-from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 
 from attnmt.errors import UserError, closest
+from attnmt.yaml_input import parse_yaml
 
 
 def _bounds(low: Any, high: Any, inclusive_low: bool = True, inclusive_high: bool = True) -> str:
@@ -205,7 +205,7 @@ def _parse_override(item: str) -> tuple[list[str], Any]:
         raise UserError(f"--set {item!r}: expected key=value, e.g. --set train.lr=0.0005")
     key, text = item.split("=", 1)
     try:
-        value = yaml.safe_load(text) if text.strip() else None
+        value = parse_yaml(text, f"--set {key.strip()}") if text.strip() else None
     except yaml.YAMLError:
         value = text
     return key.strip().split("."), value
@@ -222,26 +222,3 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
                 raise UserError(f"--set {item!r}: '{part}' is not a section")
         node[path[-1]] = value
     return raw
-
-
-
-
-def read_yaml(path: Path, kind: str = "config", missing: str | None = None) -> Any:
-    """A YAML file's plain values, lists and mappings; one clear line for a missing file, bad YAML or a tag.
-
-    ``kind`` names the file in the messages ("config", "study"); ``missing`` is the line for a file
-    that does not exist.
-    """
-    if not path.is_file():
-        raise UserError(missing or f"config file not found: {path}; pass the path of a YAML config (see recipes/)")
-    try:
-        return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.constructor.ConstructorError as e:
-        line = getattr(getattr(e, "problem_mark", None), "line", None)
-        where = f"{path}:{line + 1}" if line is not None else str(path)
-        raise UserError(f"{kind} {where} uses a YAML tag that attnmt does not accept (only plain values, lists "
-                        "and mappings); remove the tag") from None
-    except (yaml.YAMLError, UnicodeDecodeError) as e:
-        line = getattr(getattr(e, "problem_mark", None), "line", None)
-        where = f"{path}:{line + 1}" if line is not None else str(path)
-        raise UserError(f"{kind} {where} is not valid YAML; fix the syntax ({type(e).__name__})") from None

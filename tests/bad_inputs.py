@@ -15,8 +15,13 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
+import re
 import shutil
+import socket
+import stat
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +38,7 @@ class Workspace:
         self.root, self.model, self.corpus = root, model, corpus
         root.mkdir(parents=True, exist_ok=True)
         self._n = 0
+        self.notes: dict[str, object] = {}  # what a case's condition (`around`) made, for its command and summary
 
     def file(self, name: str, data: bytes | str) -> Path:
         path = self.root / name
@@ -92,7 +98,8 @@ class Workspace:
         for path, name in sorted([(str(self.root), "<dir>"), (str(self.model), "<model>"),
                                   (str(self.corpus), "<corpus>")], key=lambda p: -len(p[0])):
             text = text.replace(path, name)
-        return text
+        # a process id and a free port differ from run to run
+        return re.sub(r"\bport \d+ on\b", "port <port> on", re.sub(r"\(process \d+\)", "(process <pid>)", text))
 
 
 @dataclass
@@ -103,7 +110,8 @@ class Case:
     code: int = 2  # the exit code the contract asks for: 2 refused with one line, 0 handled
     stdin: bytes | None = None
     summary: Callable[[Workspace, str], str] | None = None  # for handled input: what came out
-    around: Callable[[], contextlib.AbstractContextManager] | None = None  # a condition the run meets (a full disk)
+    # a condition the run meets (a full disk, a folder in use), entered before `argv` is built
+    around: Callable[[Workspace], contextlib.AbstractContextManager] | None = None
 
 
 @dataclass
@@ -227,7 +235,7 @@ def some_not_finite(payload: dict) -> None:
 
 @contextlib.contextmanager
 def full_disk():
-    """Every checkpoint write goes to /dev/full: the kernel's own ENOSPC, when the file is flushed."""
+    """Every binary write (a checkpoint's) goes to /dev/full: the kernel's own ENOSPC, when the file is flushed."""
     import os
     from unittest import mock
 
@@ -239,8 +247,106 @@ def full_disk():
         os.close(fd)
         return open("/dev/full", "wb")  # noqa: SIM115
 
-    with mock.patch("attnmt.checkpoint.os.fdopen", fdopen):
+    with mock.patch("attnmt.safe_write.os.fdopen", fdopen):
         yield
+
+
+@contextlib.contextmanager
+def full_disk_for_text():
+    """Every text write (a translation's temporary file) goes to /dev/full: the kernel's ENOSPC at flush."""
+    from unittest import mock
+
+    real = os.fdopen
+
+    def fdopen(fd, mode="r", *args, **kwargs):
+        if mode != "w":
+            return real(fd, mode, *args, **kwargs)
+        os.close(fd)
+        return open("/dev/full", "w", *args, **kwargs)  # noqa: SIM115
+
+    with mock.patch("attnmt.safe_write.os.fdopen", fdopen):
+        yield
+
+
+@contextlib.contextmanager
+def fifo_with_reader(ws: Workspace):
+    """ws.root/pipe, a FIFO with a reader on its other end (what it reads goes to ws.notes["read"])."""
+    fifo = ws.root / "pipe"
+    os.mkfifo(fifo)
+    reader = threading.Thread(target=lambda: ws.notes.__setitem__("read", fifo.read_bytes()), daemon=True)
+    reader.start()
+    try:
+        yield
+    finally:
+        reader.join(timeout=60)
+
+
+def through_the_fifo(ws: Workspace, out: str) -> str:
+    n = len(ws.notes.get("read", b"").splitlines())
+    kind = "still a FIFO" if stat.S_ISFIFO(os.lstat(ws.root / "pipe").st_mode) else "REPLACED"
+    return f"(exit 0) {n} line(s) read at the other end of the FIFO, which is {kind}"
+
+
+def link_to_file(ws: Workspace) -> Path:
+    link = ws.root / "latest.txt"
+    link.symlink_to(ws.file("release-1.txt", "old\n"))
+    return link
+
+
+def through_the_link(ws: Workspace, out: str) -> str:
+    link = ws.root / "latest.txt"
+    lines = len((ws.root / "release-1.txt").read_text(encoding="utf-8").splitlines())
+    kept = "still a link" if link.is_symlink() else "REPLACED by a file"
+    return f"(exit 0) {lines} line(s) written to the link's target; the link is {kept}"
+
+
+@contextlib.contextmanager
+def folder_in_use(ws: Workspace):
+    """A copy of the model whose lock another run holds (ws.notes["locked"])."""
+    from attnmt.folder_lock import lock_folder
+
+    ws.notes["locked"] = ws.model_with(lambda m: None)
+    lock = lock_folder(ws.notes["locked"], "attnmt train")
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+@contextlib.contextmanager
+def port_in_use(ws: Workspace):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        ws.notes["port"] = taken.getsockname()[1]
+        yield
+
+
+def killed_before_its_first_checkpoint(ws: Workspace) -> Path:
+    """What a run killed (SIGKILL) before its first checkpoint leaves: its config, tokenizers and logs."""
+    folder = ws.folder()
+    folder.mkdir()
+    shutil.copy(ws.config(), folder / "config.yaml")
+    for name in ("src.vocab", "tgt.vocab", "train_log.jsonl"):
+        shutil.copy(ws.model / name, folder / name)
+    return folder
+
+
+def malformed_state(m: Path) -> None:
+    from attnmt.checkpoint import load_checkpoint, save_checkpoint
+
+    path = m / "checkpoints" / "last.pt"
+    payload = load_checkpoint(path)
+    del payload["format_version"], payload["checksum"]
+    payload["train_state"]["step"] = -5
+    save_checkpoint(payload, path)
+
+
+def lol_bomb(levels: int, width: int) -> str:
+    """Aliases to aliases: ``width ** levels`` values once expanded, in a few hundred bytes (flow style)."""
+    anchors = [f"&l0 [{', '.join(['lol'] * width)}]"]
+    anchors += [f"&l{k} [{', '.join([f'*l{k - 1}'] * width)}]" for k in range(1, levels)]
+    return "[" + ", ".join(anchors) + "]"
 
 
 def started(ws: Workspace, out: str) -> str:
@@ -400,7 +506,7 @@ CASES: list[Case] = [
     Case("checkpoint", "a NaN and an infinity in the weights, under a checksum that matches (a diverged run)",
          lambda ws: translate(ws.best_payload(some_not_finite), in_txt(ws))),
     Case("checkpoint", "the disk is full when training writes its first checkpoint (ENOSPC)",
-         lambda ws: ["train", str(ws.config()), "--model-dir", str(ws.folder())], around=full_disk),
+         lambda ws: ["train", str(ws.config()), "--model-dir", str(ws.folder())], around=lambda ws: full_disk()),
     Case("checkpoint", "malicious pickle in a torch zip (`__reduce__` → `os.system`)",
          lambda ws: translate(ws.best(evil_zip(ws)), in_txt(ws))),
     Case("checkpoint", "malicious raw pickle", lambda ws: translate(ws.best(evil_raw(ws)), in_txt(ws))),
@@ -587,27 +693,73 @@ CASES: list[Case] = [
                      "--test-src", str(ws.corpus / "test.src")]),
     Case("translate", "`--alignments --symmetrize` without `--reverse-model`",
          lambda ws: translate(ws.model, in_txt(ws), "--alignments", "--symmetrize", "intersection")),
+    # --- output files (attnmt/safe_write.py) ------------------------------------------------------
+    Case("output file", "`--output` a symbolic link to a file that does not exist",
+         lambda ws: translate(ws.model, in_txt(ws), "--output", str(
+             (ws.root / "dangling.txt").symlink_to(ws.root / "gone" / "out.txt") or ws.root / "dangling.txt"))),
+    Case("output file", "`--output` a symbolic link to a file, with `--overwrite`: written through to the target",
+         lambda ws: translate(ws.model, in_txt(ws), "--output", str(link_to_file(ws)), "--overwrite"), code=0,
+         summary=through_the_link),
+    Case("output file", "`--output` a FIFO (no `--overwrite` needed: nothing is replaced)",
+         lambda ws: translate(ws.model, in_txt(ws), "--output", str(ws.root / "pipe")), code=0,
+         around=fifo_with_reader, summary=through_the_fifo),
+    Case("output file", "`--output` a symbolic link to `/dev/full`: the device is written to, not replaced",
+         lambda ws: translate(ws.model, in_txt(ws), "--output", str(
+             (ws.root / "full").symlink_to("/dev/full") or ws.root / "full"))),
+    Case("output file", "`--output FILE --overwrite` and the disk fills up (ENOSPC) while it is written",
+         lambda ws: translate(ws.model, in_txt(ws), "--output", str(ws.file("kept.txt", "old\n")), "--overwrite"),
+         around=lambda ws: full_disk_for_text()),
+    Case("output file", "`--output` a folder", lambda ws: translate(ws.model, in_txt(ws), "--output", str(ws.root),
+                                                                   "--overwrite")),
+    # --- config bounds (attnmt/yaml_input.py) -----------------------------------------------------
+    Case("config", "`name: ../x` (a model name that is a path)",
+         lambda ws: ["train", str(ws.config("name: ../x\n"))]),
+    Case("config", "an alias bomb (the billion laughs, 9 levels of 9) in `data.transforms`",
+         lambda ws: ["train", str(ws.config(f"data:\n  transforms: {lol_bomb(9, 9)}\n"))]),
+    Case("config", "the same alias bomb given through `--set`",
+         lambda ws: ["train", str(ws.config()), "--set", f"data.transforms={lol_bomb(9, 9)}"]),
+    Case("config", "lists nested 10,000 deep", lambda ws: ["train", str(ws.config(
+        "data:\n  transforms: " + "[" * 10_000 + "]" * 10_000 + "\n"))]),
+    Case("config", "a 2 MiB config", lambda ws: ["train", str(ws.config("# padding\n" * 210_000))]),
+    # --- model folders in use (attnmt/folder_lock.py) --------------------------------------------
+    Case("model folder", "`train --resume` of a folder that another run is training",
+         lambda ws: ["train", str(ws.model / "config.yaml"), "--model-dir", str(ws.notes["locked"]), "--resume"],
+         around=folder_in_use),
+    Case("model folder", "`average` of a folder that a run is training",
+         lambda ws: ["average", "--model", str(ws.notes["locked"])], around=folder_in_use),
+    Case("model folder", "`train` a folder whose run was killed before its first checkpoint (no `--overwrite`)",
+         lambda ws: ["train", str(ws.config()), "--model-dir", str(killed_before_its_first_checkpoint(ws))], code=0,
+         summary=started),
+    Case("checkpoint", "`--resume` a `last.pt` whose `train_state.step` is -5 (checksum intact)",
+         lambda ws: ["train", str(ws.model / "config.yaml"), "--resume", "--model-dir",
+                     str(ws.model_with(malformed_state))]),
+    Case("serve", "`--port` in use by another program",
+         lambda ws: ["serve", "--model", str(ws.model), "--port", str(ws.notes["port"])], around=port_in_use),
 ]
 
 
 def run_case(case: Case, ws: Workspace) -> Result:
     from attnmt.cli import main
 
-    argv = case.argv(ws)
     out, err = io.StringIO(), io.StringIO()
     stdin = sys.stdin
     if case.stdin is not None:
         sys.stdin = io.TextIOWrapper(io.BytesIO(case.stdin))
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
-                case.around() if case.around else contextlib.nullcontext():
-            try:
-                code = main(argv)
-            except SystemExit as e:  # argparse refuses the command line before main's own handling
-                code = e.code
+        with case.around(ws) if case.around else contextlib.nullcontext():
+            argv = case.argv(ws)
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                code = _call(main, argv)
     finally:
         sys.stdin = stdin
     return Result(case, code, out.getvalue(), err.getvalue())
+
+
+def _call(main: Callable[[list[str]], int], argv: list[str]) -> int:
+    try:
+        return main(argv)
+    except SystemExit as e:  # argparse refuses the command line before main's own handling
+        return e.code
 
 
 def run_all(root: Path, model: Path, corpus: Path) -> tuple[Workspace, list[Result]]:
@@ -631,6 +783,14 @@ def render(ws: Workspace, results: list[Result]) -> str:
         "The contract: a refused input exits with code 2 and one line on stderr that names the file",
         "(and line) and says what to do; input that can be handled is handled (exit 0). Never a",
         "traceback, never a hang. A crafted checkpoint or config never runs code.",
+        "",
+        "Nothing the user had is lost. A regular output file is replaced atomically (a temporary file beside",
+        "it, renamed over it) and only with `--overwrite`; a FIFO, a character device or `/dev/stdout` is",
+        "written to and never replaced; a symbolic link is written through to its target, and a link to a",
+        "file that does not exist is refused; a failed write leaves the old file whole and no temporary file",
+        "(`attnmt/safe_write.py`). One process at a time writes a model folder (`attnmt/folder_lock.py`).",
+        "Configs and `--set` values are read within bounds: at most 1 MiB, 64 levels of nesting and 100,000",
+        "values once YAML aliases are expanded (`attnmt/yaml_input.py`).",
         "",
         "| Area | Bad input | Exit | What the user sees |",
         "|---|---|---|---|",

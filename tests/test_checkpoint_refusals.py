@@ -64,20 +64,21 @@ def test_weights_that_are_not_finite_are_refused(tiny_model, tmp_path, capsys):
 
 @contextlib.contextmanager
 def full_disk(monkeypatch, after: int):
-    """Checkpoint writes after the first `after` go to /dev/full: the kernel's own ENOSPC, at flush."""
-    import attnmt.checkpoint as checkpoint
+    """Checkpoint writes (binary, through attnmt.safe_write) after the first `after` go to /dev/full: the kernel's
+    own ENOSPC, at flush."""
+    import attnmt.safe_write as safe_write
 
     real, calls = os.fdopen, []
 
     def fdopen(fd, mode="r", *args, **kwargs):
         calls.append(mode)
-        if mode == "wb" and len(calls) > after:
+        if mode == "wb" and calls.count("wb") > after:
             os.close(fd)
             return open("/dev/full", "wb")  # noqa: SIM115
         return real(fd, mode, *args, **kwargs)
 
     with monkeypatch.context() as m:
-        m.setattr(checkpoint.os, "fdopen", fdopen)
+        m.setattr(safe_write.os, "fdopen", fdopen)
         yield
 
 
@@ -105,8 +106,7 @@ def test_a_full_disk_under_any_other_write_is_one_line(tiny_model, tiny_corpus, 
     assert main(["evaluate", "--model", str(tiny_model), "--src", str(tiny_corpus / "test.src"), "--ref",
                  str(tiny_corpus / "test.tgt"), "--json", "/dev/full", "--overwrite"]) == 2
     assert capsys.readouterr().err.splitlines() == [
-        "attnmt: error: No space left on device while writing; free some space (or choose a folder that can be "
-        "written) and run the command again"]
+        "attnmt: error: cannot write /dev/full: No space left on device; free some space and run the command again"]
 
 
 def test_a_folder_that_cannot_be_written_is_one_line(tmp_path):

@@ -137,3 +137,48 @@ def test_the_older_attention_key_is_read_as_decoder_and_score(tmp_path, capsys):
         assert (model.decoder, model.score, model.attention) == (decoder, score, None)
         note = capsys.readouterr().err
         assert (f"model.decoder: {decoder} + model.score: {score}" in note) == (old != "bahdanau")
+
+
+# --- a model's name is one folder name; YAML is read within bounds --------------------------------
+
+@pytest.mark.parametrize("name", ["../x", "a/b", "..", ".hidden", "", "x\\y"])
+def test_a_model_name_is_one_path_component(tmp_path, name):
+    with pytest.raises(UserError, match=r"name=.* is not a folder name \(train writes models/NAME\)"):
+        load_config(write(tmp_path, f"name: {name!r}\n"))
+
+
+def lol_bomb(levels: int, width: int = 10, flow: bool = False) -> str:
+    """Aliases to aliases: ``width ** levels`` values once expanded, in a few hundred bytes."""
+    anchors = [f"&l0 [{', '.join(['lol'] * width)}]"]
+    anchors += [f"&l{k} [{', '.join([f'*l{k - 1}'] * width)}]" for k in range(1, levels)]
+    if flow:
+        return "[" + ", ".join(anchors) + "]"
+    return "data:\n  transforms:\n" + "".join(f"    - {{name: lol{k}, v: {a}}}\n" for k, a in enumerate(anchors))
+
+
+def test_an_alias_bomb_in_the_data_transforms_is_refused_before_it_expands(tmp_path):
+    with pytest.raises(UserError, match=r"c.yaml:\d+: its aliases expand to more than 100,000 values"):
+        load_config(write(tmp_path, lol_bomb(6)))  # a million values
+
+
+def test_an_alias_bomb_given_through_set_is_refused(tmp_path):
+    path = write(tmp_path, "train:\n  lr: 0.001\n")
+    with pytest.raises(UserError, match=r"^--set data.transforms: its aliases expand to more than 100,000"):
+        load_config(path, [f"data.transforms={lol_bomb(9, 9, flow=True)}"])  # the billion laughs
+
+
+def test_an_alias_inside_the_value_it_names_is_refused(tmp_path):
+    with pytest.raises(UserError, match=r"the alias \*a is inside the value it names"):
+        load_config(write(tmp_path, "data:\n  transforms: &a [*a]\n"))
+
+
+def test_a_deep_nesting_is_one_line_not_a_recursion_error(tmp_path):
+    with pytest.raises(UserError, match="nests lists and mappings more than 64 levels deep"):
+        load_config(write(tmp_path, "data:\n  transforms: " + "[" * 10_000 + "]" * 10_000 + "\n"))
+    with pytest.raises(UserError, match="^--set data.transforms nests lists and mappings more than 64"):
+        load_config(write(tmp_path, ""), ["data.transforms=" + "[" * 10_000 + "]" * 10_000])
+
+
+def test_a_config_over_a_mebibyte_is_refused_unread(tmp_path):
+    with pytest.raises(UserError, match=r"is over 1 MiB, far more than a config needs"):
+        load_config(write(tmp_path, "# padding\n" * 110_000))

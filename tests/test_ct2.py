@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -250,3 +251,23 @@ def test_a_source_longer_than_the_position_table_is_refused(exported):
 
     with pytest.raises(SentenceTooLong, match="1,024 this translator accepts"):
         load(exported).translate(["a " * 1100])
+
+
+def test_a_failed_export_leaves_the_previous_folder_whole(transformer, tmp_path, monkeypatch, capsys):
+    import errno
+
+    class FullDisk:
+        def convert(self, folder, **options):
+            (Path(folder) / "model.bin").write_bytes(b"half")
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("attnmt.ct2.convert._Converter", lambda *a, **k: FullDisk())
+    out = tmp_path / "export"
+    out.mkdir()
+    (out / "model.bin").write_bytes(b"the previous export")
+    assert main(["export", str(transformer), "--out", str(out), "--overwrite"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"attnmt: error: cannot write {out}: No space left on device; export still holds its previous contents (the "
+        "write went to a temporary folder, removed); free some space and run the command again"]
+    assert (out / "model.bin").read_bytes() == b"the previous export"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["export"]

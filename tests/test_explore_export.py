@@ -95,7 +95,7 @@ def test_the_command_writes_the_page_and_the_json(tiny_model, seq2seq, tmp_path,
     assert [s["source"] for s in written["sentences"]] == [SENTENCE, HOSTILE]
     assert written["sentences"][0]["records"]["rnnsearch"]["alternatives"] is None
     assert capsys.readouterr().out.split() == [str(page), str(data)]
-    assert main(argv) == 2 and "exists; pass --overwrite" in capsys.readouterr().err
+    assert main(argv) == 2 and "exists; choose another output path or pass --overwrite" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("extra, words", [

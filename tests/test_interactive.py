@@ -96,3 +96,22 @@ def test_bad_buffer(capsys, tiny_model, monkeypatch):
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"a b\n")))
     code, _, err = run(capsys, "translate", "--model", str(tiny_model), "--buffer", "0")
     assert_user_error(code, err, "buffer=0")
+
+
+class InterruptedStdin(io.BytesIO):
+    """Two lines, then Ctrl-C while the loop waits for the third."""
+
+    def readline(self, size=-1):
+        line = super().readline(size)
+        if not line:
+            raise KeyboardInterrupt
+        return line
+
+
+def test_ctrl_c_keeps_the_output_file_of_a_live_session(capsys, tiny_model, tmp_path, monkeypatch):
+    out = tmp_path / "session.txt"
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(InterruptedStdin(b"a b c\nd e\n")))
+    code, _, err = run(capsys, "translate", "--model", str(tiny_model), "--buffer", "1", "--output", str(out))
+    assert code == 130 and err == "attnmt: interrupted\n"
+    assert len(out.read_text(encoding="utf-8").splitlines()) == 2  # what was translated before Ctrl-C
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["session.txt"]

@@ -185,6 +185,29 @@ def test_resume_with_a_malformed_training_state_is_one_clear_error(tiny_corpus, 
         train(small_config(tiny_corpus, max_steps=16), tmp_path / "m", resume=True, quiet=True)
 
 
+@pytest.mark.parametrize("field, value, named", [
+    ("step", -5, "step=-5 is out of range; allowed: >= 0"),
+    ("step", "7", "step='7' has the wrong type or value; allowed: int"),
+    ("epoch", True, "epoch=True has the wrong type or value; allowed: int"),
+    ("validated_step", -2, "validated_step=-2 is out of range; allowed: >= -1"),
+    ("elapsed_s", float("inf"), "elapsed_s=inf is not a finite number; allowed: >= 0.0"),
+    ("best_valid_loss", float("nan"), "best_valid_loss=nan is not a number"),
+    ("best_step", -1, "best_step=-1 is out of range; allowed: >= 0"),
+    ("stop_reason", 3, "stop_reason=3 has the wrong type or value; allowed: str"),
+])
+def test_every_training_state_field_is_type_and_range_checked_at_resume(tiny_corpus, tmp_path, field, value, named):
+    train(small_config(tiny_corpus, max_steps=8), tmp_path / "m", quiet=True)
+    path = tmp_path / "m" / "checkpoints" / "last.pt"
+    payload = load_checkpoint(path)
+    payload["train_state"][field] = value
+    del payload["format_version"], payload["checksum"]
+    save_checkpoint(payload, path)
+    with pytest.raises(UserError) as refused:
+        train(small_config(tiny_corpus, max_steps=16), tmp_path / "m", resume=True, quiet=True)
+    assert str(refused.value) == (f"checkpoint {path} cannot be resumed: its training state is malformed ({named}); "
+                                  "train again without --resume")
+
+
 # --- signals -----------------------------------------------------------------------------------------
 
 def test_first_sigint_asks_to_stop_second_stops_at_once():

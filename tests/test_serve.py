@@ -488,3 +488,19 @@ def test_cli_serve_reports_bad_models_in_one_line(tmp_path, tiny_model, capsys):
         assert main(["serve", "--model", str(tiny_model), *flags]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and words in err, err
+
+
+def test_a_port_in_use_is_one_line_and_exit_2_before_the_models_load(tiny_model, capsys, monkeypatch):
+    import socket
+
+    from attnmt.cli import main
+
+    monkeypatch.setattr("attnmt.serve.app.load_models", lambda *a, **k: pytest.fail("loaded before binding"))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["serve", "--model", str(tiny_model), "--port", str(port)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"attnmt: error: serve: port {port} on 127.0.0.1 is in use by another program; stop it, or choose another "
+        "--port"]

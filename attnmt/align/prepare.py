@@ -29,13 +29,13 @@ import gzip
 import itertools
 import json
 import re
-import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from attnmt.errors import UserError
+from attnmt.safe_write import open_output, write_bytes, write_text
 
 MANIFEST = "align.json"
 TEST_LINES = 1000  # the test pairs align-prepare --test writes by default
@@ -148,7 +148,7 @@ def write_links(links, stem: Path, src_lang: str, tgt_lang: str, reverse=None) -
     for name, sets in ((f"{src_lang}-{tgt_lang}", links),
                        (f"{tgt_lang}-{src_lang}", ({(j, i) for i, j in a} for a in (reverse or links)))):
         path = Path(f"{stem}.{name}.links")
-        path.write_text("".join(format_links(a) + "\n" for a in sets), encoding="utf-8")
+        write_text(path, "".join(format_links(a) + "\n" for a in sets), overwrite=True)
         written.append(path)
     return written
 
@@ -162,7 +162,7 @@ def read_manifest(data_dir: str | Path) -> dict:
 
 
 def _write_lines(path: Path, lines: Iterable[str]) -> None:
-    path.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+    write_text(path, "".join(f"{line}\n" for line in lines), overwrite=True)
 
 
 def _write_gold(path: Path, given: str | Path, fold: bool) -> None:
@@ -171,12 +171,11 @@ def _write_gold(path: Path, given: str | Path, fold: bool) -> None:
     from attnmt.data.pretokenize import fold_accents
 
     if not fold:
-        shutil.copyfile(given, path)
+        write_bytes(path, Path(given).read_bytes(), overwrite=True)
         return
     with open(given, encoding="utf-8", newline="") as f:
         text = f.read()
-    with open(path, "w", encoding="utf-8", newline="") as f:
-        f.write(fold_accents(text))
+    write_text(path, fold_accents(text), overwrite=True, newline="")
 
 
 def _write_test(out: Path, given: tuple[str | Path, str | Path], held_out: tuple[list[Pair], Counts],
@@ -240,7 +239,8 @@ def prepare_alignment(src_lang: str, tgt_lang: str, corpora: Sequence[Corpus], g
     pairs, counts = training_pairs(corpora, src_tok, tgt_tok, gold)
     if not pairs:
         raise UserError(f"align-prepare: no training pairs left of {counts['read']} read; check the corpora")
-    with gzip.open(out / "train.tsv.gz", "wt", encoding="utf-8") as f:
+    with open_output(out / "train.tsv.gz", "wb", overwrite=True) as raw, \
+            gzip.open(raw, "wt", encoding="utf-8") as f:
         f.writelines(f"{s}\t{t}\n" for s, t in pairs)
     _write_gold(out / f"gold.{src_lang}", gold_src, fold_accents)
     _write_gold(out / f"gold.{tgt_lang}", gold_tgt, fold_accents)
@@ -256,5 +256,5 @@ def prepare_alignment(src_lang: str, tgt_lang: str, corpora: Sequence[Corpus], g
         manifest["test"] = _write_test(out, test, held_out, src_lang, tgt_lang, say)
     if links:
         manifest["links"] = _write_eflomal_links(pairs, out, src_lang, tgt_lang, say)
-    (out / MANIFEST).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_text(out / MANIFEST, json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", overwrite=True)
     return manifest

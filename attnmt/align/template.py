@@ -22,6 +22,7 @@ from pathlib import Path
 
 from attnmt.align.prepare import read_manifest
 from attnmt.errors import UserError
+from attnmt.safe_write import write_text
 
 KINDS = ("guided", "unguided", "teacher", "selftrained")
 LANGUAGE_NAMES = {"en": "English", "fr": "French", "de": "German", "ro": "Romanian", "es": "Spanish",
@@ -151,5 +152,5 @@ def write_configs(data_dir: str | Path, out_dir: str | Path, name: str, kinds=KI
         raise UserError(f"{existing[0]} exists; choose another --out-dir or pass --overwrite")
     out.mkdir(parents=True, exist_ok=True)
     for path, text in texts.items():
-        path.write_text(text, encoding="utf-8")
+        write_text(path, text, overwrite=overwrite)
     return list(texts)

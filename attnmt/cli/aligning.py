@@ -8,6 +8,7 @@ from pathlib import Path
 
 from attnmt.cli.common import refuse_overwrite
 from attnmt.errors import UserError
+from attnmt.safe_write import write_text
 
 
 def cmd_align_prepare(args) -> None:
@@ -58,7 +59,7 @@ def cmd_align_table(args) -> None:
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)
         record = {"command": " ".join(["attnmt", *sys.argv[1:]]), **table}
-        out.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        write_text(out, json.dumps(record, indent=2, ensure_ascii=False) + "\n", overwrite=args.overwrite)
         print(f"-> {out}")
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from attnmt.cli.common import add_alignment_args, add_checkpoint_arg, add_thread_args, refuse_overwrite
 from attnmt.errors import UserError
+from attnmt.safe_write import write_text
 
 
 def cmd_align(args) -> None:
@@ -24,7 +25,7 @@ def cmd_align(args) -> None:
                          head=args.head, eflomal_corpus=args.eflomal_corpus)
     lines = [format_links(links, one_based=args.one_based) + "\n" for links in result.links[result.output]]
     if args.out:
-        Path(args.out).write_text("".join(lines), encoding="utf-8")
+        write_text(args.out, "".join(lines), overwrite=args.overwrite)
     elif not args.gold:
         sys.stdout.write("".join(lines))
     if result.scores:
@@ -33,8 +34,8 @@ def cmd_align(args) -> None:
         import json
         from dataclasses import asdict
 
-        Path(args.json).write_text(json.dumps({m: asdict(s) for m, s in result.scores.items()}, indent=2),
-                                   encoding="utf-8")
+        write_text(args.json, json.dumps({m: asdict(s) for m, s in result.scores.items()}, indent=2),
+                   overwrite=args.overwrite)
 
 
 def cmd_serve(args) -> None:

@@ -18,6 +18,7 @@ from attnmt.config import (
     DecodeConfig,
 )
 from attnmt.errors import UserError
+from attnmt.safe_write import check_output
 from attnmt.typed import Range, declared_range
 
 # attnmt.align's METHODS and ATTENTION_SYMMETRIZATIONS, spelled out so that parsing arguments needs no torch
@@ -89,8 +90,9 @@ def check_numbers(parser, args) -> None:
 
 
 def refuse_overwrite(path: Path, overwrite: bool) -> None:
-    if path.exists() and not overwrite:
-        raise UserError(f"{path} exists; choose another output path or pass --overwrite")
+    """Before the work: an output path that cannot be written, or a file there without --overwrite, is a
+    UserError (attnmt.safe_write.check_output)."""
+    check_output(path, overwrite)
 
 
 def read_input(path: str | None) -> Iterator[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from attnmt.errors import UserError
@@ -29,10 +30,13 @@ def cmd_train(args) -> None:
 def cmd_prepare(args) -> None:
     from attnmt.config import load_config
     from attnmt.data.prepare import prepare
+    from attnmt.model_folder import held
 
     config = load_config(args.config, args.set)
     model_dir = Path(args.model_dir or Path("models") / config.name)
-    done = prepare(config, model_dir, workers=args.workers, force=args.force)
+    # MODEL_DIR/store: the folder is locked meanwhile, as a run's; a shared data.store_dir writes no model folder
+    with contextlib.nullcontext() if config.data.store_dir else held(model_dir, "attnmt prepare"):
+        done = prepare(config, model_dir, workers=args.workers, force=args.force)
     meta = done["meta"]
     corpora = ", ".join(f"{c['name']} {c['kept']:,} of {c['total']:,}" for c in meta["corpora"])
     timing = ", ".join(f"{phase} {s:.1f} s" for phase, s in done["seconds"].items())

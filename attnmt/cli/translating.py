@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+import contextlib
 import sys
 from pathlib import Path
 
@@ -17,6 +17,7 @@ from attnmt.cli.common import (
     workers,
 )
 from attnmt.errors import UserError
+from attnmt.safe_write import open_output, write_text
 
 
 def cmd_translate(args) -> None:
@@ -45,29 +46,15 @@ GROUP_LINES = 1000
 
 
 def _translate_batched(args, translator, reverse) -> None:
-    """Every GROUP_LINES lines translated and written; --output goes to a temporary file renamed at the end,
-    so that a failed run leaves no partial file that blocks the next one."""
+    """Every GROUP_LINES lines translated and written; --output goes through attnmt.safe_write (a file: a
+    temporary file renamed at the end, so that a failed run leaves no partial file; a pipe or a device:
+    written to directly)."""
     from attnmt.interactive import in_groups
 
-    out = sys.stdout
-    if args.output:
-        target = Path(args.output)
-        partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
-        try:
-            out = open(partial, "w", encoding="utf-8")  # noqa: SIM115
-        except OSError as e:
-            raise UserError(f"cannot write {target}: {e.strerror or e}; choose an output file in a folder that "
-                            "exists and can be written") from None
-    try:
+    with open_output(args.output, overwrite=args.overwrite) if args.output else contextlib.nullcontext(
+            sys.stdout) as out:
         in_groups(read_input(args.input), GROUP_LINES, lambda group, first: _write_translations(
             out, _translate_lines(args, translator, reverse, group, first), first, args))
-        if out is not sys.stdout:
-            out.close()
-            os.replace(partial, target)
-    finally:
-        if out is not sys.stdout:
-            out.close()
-            partial.unlink(missing_ok=True)
 
 
 def _translate_lines(args, translator, reverse, sentences: list[str], first: int) -> list:
@@ -108,19 +95,23 @@ def _translate_live(args, translator, reverse) -> None:
     lines = live_lines(sys.stdin.buffer) if not args.input or args.input == "-" else read_input(args.input)
     out = None
 
-    def handle(group: list[str], first: int) -> None:
-        nonlocal out
-        translations = _translate_lines(args, translator, reverse, group, first)
-        if out is None:  # created with the first output, as in the batch path
-            out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
-        _write_translations(out, translations, first, args)
-        out.flush()
+    interrupted = False
+    with contextlib.ExitStack() as outputs:
+        def handle(group: list[str], first: int) -> None:
+            nonlocal out
+            translations = _translate_lines(args, translator, reverse, group, first)
+            if out is None:  # opened with the first output (attnmt.safe_write: a file is complete at the end)
+                out = (outputs.enter_context(open_output(args.output, overwrite=args.overwrite)) if args.output
+                       else sys.stdout)
+            _write_translations(out, translations, first, args)
+            out.flush()
 
-    try:
-        in_groups(lines, 1 if args.buffer is None else args.buffer, handle)
-    finally:
-        if out is not None and out is not sys.stdout:
-            out.close()
+        try:
+            in_groups(lines, 1 if args.buffer is None else args.buffer, handle)
+        except KeyboardInterrupt:  # how live input at a terminal ends: the --output file keeps what was translated
+            interrupted = True
+    if interrupted:
+        raise KeyboardInterrupt
 
 
 def cmd_evaluate(args) -> None:
@@ -150,7 +141,7 @@ def cmd_evaluate(args) -> None:
         raise e.at(args.src) from None
     print(report.render())
     if args.json:
-        Path(args.json).write_text(report.to_json(), encoding="utf-8")
+        write_text(args.json, report.to_json(), overwrite=args.overwrite)
 
 
 def cmd_plot_attention(args) -> None:

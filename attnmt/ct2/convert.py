@@ -30,6 +30,7 @@ from attnmt.data.dataset import load_processors
 from attnmt.errors import UserError
 from attnmt.model_folder import refuse_file_in_the_way
 from attnmt.models.transformer import sinusoidal_encoding
+from attnmt.safe_write import output_folder, write_text
 from attnmt.translation import model_config
 
 MAX_POSITIONS = 1024  # rows of the position table: the longest source or output the exported model reads
@@ -69,14 +70,16 @@ def export_ctranslate2(model_dir: str | Path, out: str | Path, quantization: str
     layer, head = attention_choice(config)
     converter = _Converter(weights, config.model, list(src.vocab.tokens), list(tgt.vocab.tokens), layer, head,
                            ctranslate2)
-    converter.convert(str(out), quantization=quantization, force=True)
-    for name in CARRIED:
-        if (model_dir / name).is_file():
-            shutil.copy2(model_dir / name, out / name)
     record = {"format": "ctranslate2", "ctranslate2": ctranslate2.__version__, "quantization": quantization,
               "checkpoint": checkpoint, "attention_layer": layer, "attention_head": head,
               "max_positions": MAX_POSITIONS, "parameters": _parameters(weights)}
-    (out / EXPORT_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with output_folder(out) as folder:  # complete, or the folder there before: never half an export
+        converter.convert(str(folder), quantization=quantization, force=True)
+        for name in CARRIED:
+            if (model_dir / name).is_file():
+                shutil.copy2(model_dir / name, folder / name)
+        write_text(folder / EXPORT_FILE, json.dumps(record, indent=2) + "\n", overwrite=True)
     return out
 
 

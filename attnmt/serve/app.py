@@ -7,8 +7,11 @@ files: ``model`` is looked up among the names given at startup, nothing else.
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import itertools
+import logging
+import socket
 import time
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -346,12 +349,35 @@ def serve(model_specs: list[str], host: str = "127.0.0.1", port: int = 8000, *, 
         raise UserError(f"serve: --max-batch-size {max_batch_size} is out of range; allowed: 1 or more")
     if max_wait_ms < 0:
         raise UserError(f"serve: --max-wait-ms {max_wait_ms} is out of range; allowed: 0 or more")
+    listening = bind(host, port)  # before the models load: a port in use is refused at once
     models = load_models(model_specs, checkpoint=checkpoint, int8=int8, threads=threads, inter_threads=inter_threads)
     app = create_app(models, max_batch_size=max_batch_size,
                      max_wait_ms=max_wait_ms, limits=limits, max_batch_cost=max_batch_cost)
     if not _is_loopback(host):
         print(f"attnmt serve: listening on {host}, reachable from other machines; the API has no authentication")
-    uvicorn.run(app, host=host, port=port, log_level=log_level)
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level)  # sets up uvicorn's logging
+    shown = f"[{host}]" if ":" in host else host
+    logging.getLogger("uvicorn.error").info("attnmt serve: http://%s:%d (Ctrl+C to stop)", shown,
+                                            listening.getsockname()[1])
+    uvicorn.Server(config).run(sockets=[listening])  # uvicorn announces no address for a socket it is given
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """The server's socket, bound to ``host``:``port`` as uvicorn binds it (IPv6 when the host has a colon) and
+    handed to uvicorn; a port in use, or an address that cannot be bound, is a UserError naming them instead of
+    uvicorn's lines and exit 3."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn: a restart need not wait
+        sock.bind((host, port))
+    except (OSError, UnicodeError) as e:
+        sock.close()
+        if getattr(e, "errno", None) == errno.EADDRINUSE:
+            raise UserError(f"serve: port {port} on {host} is in use by another program; stop it, or choose "
+                            "another --port") from None
+        raise UserError(f"serve: cannot listen on {host} port {port} ({getattr(e, 'strerror', None) or e}); "
+                        "choose another --host or --port") from None
+    return sock
 
 
 def _limits(**values: int) -> Limits:

@@ -17,6 +17,7 @@ from typing import Any, Mapping, Sequence
 
 from attnmt.errors import UserError
 from attnmt.explore import MAX_TOP_K, explore, model_info, what_if
+from attnmt.safe_write import check_output, write_text
 from attnmt.serve.engine import example_sources, parse_model_spec
 from attnmt.translator import MAX_SOURCE_TOKENS, Translator
 
@@ -137,15 +138,17 @@ def run_export(model_specs: Sequence[str], export: str | None = None, json_path:
         raise UserError(f"explore: --beam {beam} is out of range; allowed: 1 to 100")
     outputs = [Path(p) for p in (export, json_path) if p is not None]
     for path in outputs:
-        if path.exists() and not overwrite:
-            raise UserError(f"explore: {path} exists; pass --overwrite to replace it")
+        try:
+            check_output(path, overwrite)
+        except UserError as e:
+            raise UserError(f"explore: {e}") from None
     texts = read_sentences(sentences) if sentences is not None else None
     translators = load_named(model_specs, checkpoint)
     if texts is None:
         texts = length_examples(next(iter(translators.values())), examples)
     data = build_export(translators, texts, beam=beam, top_k=top_k, alternatives=alternatives)
     if export is not None:
-        Path(export).write_text(export_page(data), encoding="utf-8")
+        write_text(export, export_page(data), overwrite=overwrite)
     if json_path is not None:
-        Path(json_path).write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+        write_text(json_path, json.dumps(data, ensure_ascii=False), overwrite=overwrite)
     return outputs

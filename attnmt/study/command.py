@@ -13,6 +13,7 @@ from pathlib import Path
 from attnmt.errors import UserError
 from attnmt.model_folder import make_folder
 from attnmt.models.registry import model_class
+from attnmt.safe_write import write_text
 from attnmt.study.aggregate import aggregate, diagonal_baselines
 from attnmt.study.data import StudyData, prepare_data
 from attnmt.study.figures import draw_heatmaps, plot_accuracy_by_position, plot_bleu_by_length_seeds
@@ -188,9 +189,9 @@ def run_study(path: str | Path, out: str | Path | None = None, retrain: bool = F
                      outcomes, heatmaps)
     result["findings"] = findings(models, result["diagonal"])
     results_path = out / "results.json"
-    results_path.write_text(json.dumps(result, indent=1, ensure_ascii=False), encoding="utf-8")
+    write_text(results_path, json.dumps(result, indent=1, ensure_ascii=False), overwrite=True)  # the study's own
     report_path = out / "report.html"
-    report_path.write_text(render_html(study, result, figures, heatmaps, figure_dir), encoding="utf-8")
+    write_text(report_path, render_html(study, result, figures, heatmaps, figure_dir), overwrite=True)
     say("\n".join(result["findings"]))
     say(f"report: {report_path}  numbers: {results_path}  ({seconds:.0f} s)")
     return StudyResult(out, report_path, results_path, result)

@@ -12,6 +12,7 @@ import numpy as np
 
 from attnmt.data.augment import join_run
 from attnmt.errors import UserError
+from attnmt.safe_write import write_text
 from attnmt.study.spec import Multi30kLongData, Study, SyntheticData, TatoebaLongData, resolve_path
 
 
@@ -43,7 +44,7 @@ class StudyData:
 def _write_split(directory: Path, split: str, pairs: list[tuple[str, str]]) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     for side, k in (("src", 0), ("tgt", 1)):
-        (directory / f"{split}.{side}").write_text("".join(p[k] + "\n" for p in pairs), encoding="utf-8")
+        write_text(directory / f"{split}.{side}", "".join(p[k] + "\n" for p in pairs), overwrite=True)
 
 
 def _length_summary(pairs: list[tuple[str, str]]) -> dict:

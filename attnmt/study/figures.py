@@ -21,7 +21,7 @@ def _line_figure(path: Path, height: float, title: str, xlabel: str, ylabel: str
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from attnmt.viz.heatmap import font_families
+    from attnmt.viz.heatmap import font_families, save_figure
 
     with matplotlib.rc_context({"font.family": font_families()}):
         fig = Figure(figsize=(6.8, height))
@@ -35,7 +35,7 @@ def _line_figure(path: Path, height: float, title: str, xlabel: str, ylabel: str
         ax.set_title(title, fontsize=10)
         fig.tight_layout()
         path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=120)
+        save_figure(fig, path, dpi=120)
 
 
 def plot_bleu_by_length_seeds(models: dict[str, dict], path: Path, title: str) -> Path:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from attnmt.checkpoint import checkpoint_path
 from attnmt.errors import UserError
+from attnmt.safe_write import write_text
 from attnmt.study.data import StudyData
 from attnmt.study.runs import Run, ensure_trained
 from attnmt.study.spec import Study, resolve_path
@@ -159,7 +160,7 @@ def evaluate_run(run: Run, data: StudyData, study: Study, out: Path) -> dict:
             if name == "synthetic-test" and data.test_labels is not None:
                 result["alignment_by_category"] = argmax_accuracy_by_label(argmax, gold, data.test_labels)
     cache.parent.mkdir(parents=True, exist_ok=True)
-    cache.write_text(json.dumps(result, ensure_ascii=False), encoding="utf-8")
+    write_text(cache, json.dumps(result, ensure_ascii=False), overwrite=True)
     return result
 
 

@@ -11,7 +11,8 @@ import yaml
 
 from attnmt.config import config_from_dict
 from attnmt.errors import UserError
-from attnmt.typed import apply_overrides, build, check_range, read_yaml
+from attnmt.typed import apply_overrides, build, check_range
+from attnmt.yaml_input import parse_yaml, read_yaml
 
 
 @dataclass
@@ -265,8 +266,8 @@ def model_raw_config(study: Study, entry: ModelEntry) -> dict:
         if not path.is_file():
             raise UserError(f"model {entry.name!r}: config file not found: {path}")
         try:
-            raw = deep_merge(raw, yaml.safe_load(path.read_text(encoding="utf-8")) or {})
-        except yaml.YAMLError:
+            raw = deep_merge(raw, parse_yaml(path.read_text(encoding="utf-8"), f"model {entry.name!r}: {path}") or {})
+        except (yaml.YAMLError, UnicodeDecodeError):
             raise UserError(f"model {entry.name!r}: {path} is not valid YAML") from None
     return deep_merge(raw, entry.overrides)
 

@@ -24,6 +24,8 @@ from matplotlib import font_manager
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from attnmt.safe_write import open_output
+
 # Tried in order for every glyph (matplotlib falls back per glyph across the list), so Latin
 # text uses DejaVu Sans and Chinese/Japanese/Korean tokens use whichever CJK font is installed.
 FONT_FALLBACKS = (
@@ -257,6 +259,13 @@ def _circle(ax, marks: Iterable[tuple[int, int]], cell: float) -> None:
                edgecolors="red", linewidths=0.8)
 
 
+def save_figure(fig: Figure, path: str | Path, **options: Any) -> None:
+    """``fig`` written to ``path`` by attnmt.safe_write, in the format its suffix names (png when it has none);
+    the commands check for an existing file before the work."""
+    with open_output(path, "wb", overwrite=True) as f:
+        fig.savefig(f, format=Path(path).suffix.lstrip(".").lower() or "png", **options)
+
+
 def plot_attention(
     alpha: Any,
     src_tokens: Sequence[str],
@@ -314,5 +323,5 @@ def plot_attention(
         with warnings.catch_warnings():
             # A token in a script no installed font covers is drawn as a box; that is no error.
             warnings.filterwarnings("ignore", message=r".*[Gg]lyph .* missing from")
-            fig.savefig(path, dpi=dpi, bbox_inches="tight", pad_inches=0.1)
+            save_figure(fig, path, dpi=dpi, bbox_inches="tight", pad_inches=0.1)
     return path

@@ -15,7 +15,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from attnmt.evaluate import LengthBucket
-from attnmt.viz.heatmap import font_families
+from attnmt.viz.heatmap import font_families, save_figure
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 LINESTYLES = ("-", "--", "-.", ":")
@@ -63,5 +63,5 @@ def plot_bleu_by_length(
         if title:
             ax.set_title(title)
         fig.tight_layout()
-        fig.savefig(path, dpi=dpi)
+        save_figure(fig, path, dpi=dpi)
     return path
