@@ -57,8 +57,10 @@ def training_started(model: Path) -> bool:
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
+    """The folder's files, less the lock and the token store (a cache of the corpus that a run prepares
+    again for its own data, attnmt/model_folder.py)."""
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*"))
-            if p.is_file() and p.name != LOCK}
+            if p.is_file() and p.name != LOCK and p.relative_to(folder).parts[0] != "store"}
 
 
 def test_a_folder_in_use_refuses_train_resume_average_and_prepare_in_one_line(tiny_model, tiny_corpus, tmp_path,
