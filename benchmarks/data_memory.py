@@ -127,12 +127,13 @@ def main() -> None:
         commit = subprocess.run(["git", "-C", str(before), "rev-parse", "HEAD"], capture_output=True,
                                 text=True).stdout.strip()
     results = [compare(c, args.steps, before, args.rounds, args.threads) for c in args.config or []]
-    demo = {}
-    if args.demo:
-        for name in ["after", "before"] if before is not None else ["after"]:
+    demo: dict = {}
+    names = ["after", "before"] if before is not None else ["after"]
+    for r in range(args.rounds if args.demo else 0):
+        for name in (names if r % 2 == 0 else names[::-1]):
             with tempfile.TemporaryDirectory(prefix="attnmt-data-memory-") as tmp:
-                demo[name] = run_demo(before if name == "before" else None, Path(tmp) / "demo")
-            print(f"demo --quick {name}: {demo[name]}", file=sys.stderr)
+                demo.setdefault(name, []).append(run_demo(before if name == "before" else None, Path(tmp) / "demo"))
+            print(f"demo --quick {name}: {demo[name][-1]}", file=sys.stderr)
     path = write_result("data_memory", {"before_commit": commit, "threads": args.threads, "runs": results,
                                         "demo_quick": demo}, args.out)
     print(path)
