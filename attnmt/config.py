@@ -18,7 +18,6 @@ from typing import Literal, Optional
 import yaml
 
 from attnmt.errors import UserError
-from attnmt.moved_keys import MOVED_KEYS, read_moved_keys  # noqa: F401 (MOVED_KEYS: re-exported)
 from attnmt.registry import Registry
 from attnmt.safe_write import write_text
 from attnmt.typed import apply_overrides, build, check_declared, check_range, coerce, ranged
@@ -373,7 +372,7 @@ TRANSFORM_PATH_KEYS = ("src", "tgt", "path")
 
 def config_from_dict(raw: dict, base_dir: Path | None = None) -> Config:
     """Validate a plain dict (as read from YAML) into a Config; resolve relative data paths."""
-    config = build(Config, read_moved_keys(raw), "")
+    config = build(Config, raw, "")
     if base_dir is not None:
         for name in PATH_FIELDS:
             value = getattr(config.data, name)

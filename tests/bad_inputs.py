@@ -462,10 +462,6 @@ CASES: list[Case] = [
          lambda ws: ["prepare", str(ws.config(train_src=ws.file("u.src", b"a\nb\nc\xe9\n"),
                                               train_tgt=ws.file("u.tgt", "x\ny\nz\n"))),
                      "--model-dir", str(ws.folder())]),
-    Case("train data", "a former key (`data.joined_pairs`) beside the `data.transforms` it became",
-         lambda ws: ["train", str(ws.config(f"data:\n  train_tsv: {ws.corpus}/x.tsv\n  joined_pairs: 100\n"
-                                            "  transforms: [{name: drop_final_punct, fraction: 0.1}]\n")),
-                     "--model-dir", str(ws.folder())]),
     Case("train data", "an unknown data transform",
          lambda ws: ["train", str(ws.config(f"data:\n  train_tsv: {ws.corpus}/x.tsv\n  transforms:\n"
                                             "    - {name: join_pairs, count: 100}\n")),

@@ -20,7 +20,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("leaf", ("attnmt.errors", "attnmt.registry", "attnmt.typed", "attnmt.special", "attnmt.config",
               "attnmt.schedulers", "attnmt.checkpoint", "attnmt.model_folder", "attnmt.runlog", "attnmt.trainlog",
               "attnmt.distributed", "attnmt.parallel", "attnmt.reference", "attnmt.cross_entropy", "attnmt.optim",
-              "attnmt.model_size", "attnmt.moved_keys", "attnmt.safe_write", "attnmt.folder_lock",
+              "attnmt.model_size", "attnmt.safe_write", "attnmt.folder_lock",
               "attnmt.yaml_input")),
     ("models and data", ("attnmt.models", "attnmt.data")),
     ("search, translator, train", ("attnmt", "attnmt.search", "attnmt.constraints", "attnmt.sampling",

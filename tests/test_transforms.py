@@ -219,43 +219,6 @@ def test_transform_settings_are_checked_in_one_line(transforms, message, tiny_co
     assert message in str(e.value) and "\n" not in str(e.value)
 
 
-@pytest.mark.parametrize("section, value, entries", [
-    ({"data": {"joined_pairs": 100}}, "data.joined_pairs", [{"name": "joined_pairs", "count": 100, "max_parts": 3}]),
-    ({"data": {"drop_final_punct": 0.3, "join_max_parts": 5}}, "data.drop_final_punct",
-     [{"name": "drop_final_punct", "fraction": 0.3}]),  # join_max_parts without joined_pairs did nothing
-    ({"data": {"align_text_src": "/a.en", "align_text_tgt": "/a.fr", "align_text_copies": 2}}, "data.align_text_src",
-     [{"name": "align_text", "src": "/a.en", "tgt": "/a.fr", "copies": 2}]),
-    ({"data": {"synthetic": True, "synthetic_train": 50}}, "data.synthetic",
-     [{"name": "synthetic", "train": 50, "valid": 500, "min_len": 4, "max_len": 60}]),
-    ({"train": {"guided_alignment": {"links": "/t.links", "weight": 0.5}}}, "train.guided_alignment.links",
-     [{"name": "links", "path": "/t.links"}]),
-])
-def test_a_former_key_is_read_as_the_transform_it_became_with_a_note(section, value, entries, capsys):
-    config = config_from_dict(section)
-    assert config.data.transforms == entries
-    note = capsys.readouterr().err.strip()
-    assert len(note.splitlines()) == 1 and note.startswith("note: ") and "data.transforms: [{name: " in note
-    assert value in note.split(" is written ")[0]
-
-
-def test_a_model_folder_config_from_before_the_transforms_still_loads(tiny_corpus, tmp_path, capsys):
-    """Every key of the former data section is in an old config.yaml, at its default when unused."""
-    from attnmt.config import MOVED_KEYS, config_to_dict
-
-    raw = config_to_dict(tiny_config(tiny_corpus))
-    del raw["data"]["transforms"]
-    for key, default in MOVED_KEYS.items():
-        section, name = key.rsplit(".", 1)
-        (raw["data"] if section == "data" else raw["train"]["guided_alignment"])[name] = default
-    raw["data"]["drop_final_punct"] = 0.25
-    config = config_from_dict(raw)
-    assert config.data.transforms == [{"name": "drop_final_punct", "fraction": 0.25}]
-    assert capsys.readouterr().err.count("\n") == 1
-    raw["data"]["transforms"] = [{"name": "joined_pairs", "count": 5}]
-    with pytest.raises(UserError, match="data.drop_final_punct and data.transforms are both given"):
-        config_from_dict(raw)
-
-
 def test_transform_paths_are_relative_to_the_config_file(tmp_path):
     config = config_from_dict({"data": {"train_tsv": "t.tsv", "transforms": [
         {"name": "align_text", "src": "a.en", "tgt": "/abs/a.fr"}, {"name": "links", "path": "x/t.links"}]}},
