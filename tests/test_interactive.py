@@ -176,3 +176,16 @@ def test_bad_buffer(capsys, tiny_model, monkeypatch):
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"a b\n")))
     code, _, err = run(capsys, "translate", "--model", str(tiny_model), "--buffer", "0")
     assert_user_error(code, err, "buffer=0")
+
+
+def test_the_piped_input_benchmark_runs_at_tiny_size(tiny_model, tiny_corpus, tmp_path):
+    import json
+
+    from benchmarks.piped_input import main as benchmark
+
+    out = tmp_path / "piped.json"
+    assert benchmark(["--model", str(tiny_model), "--src", str(tiny_corpus / "test.src"), "--lines", "6",
+                      "--rounds", "2", "--beam", "2", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["lines"] == 6 and result["same_lines"] == {"pipe": 1.0}
+    assert len(result["seconds"]["file"]) == len(result["seconds"]["pipe"]) == 2 and result["pipe_over_file"] > 0
