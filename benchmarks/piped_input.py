@@ -3,13 +3,14 @@
     python -m benchmarks.piped_input --model DIR [--src data/multi30k/test_2016_flickr.de.gz] [--lines 1000]
                                      [--rounds 3] [--beam 5] [--line-by-line]
 
-Each mode runs the whole command in a fresh process (start, model load, decoding, writing) on the same first
-``--lines`` sentences of ``--src`` (decompressed into a plain file first), with ``--threads 1``. The modes take
-turns within each of ``--rounds`` rounds, the file first in odd rounds and the pipe first in even ones; a mode's
-seconds are the median of its rounds, and ``pipe_over_file`` is the median of each round's ratio. The pipe's
-output must equal the file's line for line (``same_lines``: the share that does). ``--line-by-line`` adds the
-pipe read with ``--buffer 1``, each line translated alone, for scale. Writes
-benchmarks/results/piped_input.json.
+The JSON describes the model (type, sizes, parameters, training steps). Each mode runs the whole command in a fresh
+process (start, model load, decoding, writing) on the same first ``--lines`` sentences of ``--src`` (decompressed
+into a plain file first), with ``--threads 1``. The modes take turns within each of ``--rounds`` rounds, the file
+first in odd rounds and the pipe first in even ones; a mode's seconds are the median of its rounds, and
+``pipe_over_file`` is the median of each round's ratio. The pipe's output must equal the file's line for line
+(``same_lines``: the share that does). ``--line-by-line`` adds the pipe read with ``--buffer 1``, each line
+translated alone, for scale.
+Writes benchmarks/results/piped_input.json.
 """
 
 from __future__ import annotations
@@ -47,6 +48,18 @@ def run_mode(mode: str, model: str, source: Path, beam: int) -> tuple[float, lis
     return seconds, done.stdout.decode("utf-8").splitlines()
 
 
+def describe(model_dir: str) -> dict:
+    """What the model is: its type and sizes, parameters, and how long it trained (its train_log.jsonl)."""
+    from attnmt.runlog import training_summary
+    from attnmt.translation import model_config
+
+    config, summary = model_config(Path(model_dir)), training_summary(model_dir)
+    return {"type": config.model.type, "emb_size": config.model.emb_size, "hidden_size": config.model.hidden_size,
+            "tokenizer": config.data.tokenizer, "vocab_size": config.data.vocab_size,
+            "parameters": summary.get("parameters"), "steps": summary.get("steps"),
+            "training_seconds": config.train.max_time_s}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="a trained model folder")
@@ -74,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"round {r + 1} {mode}: {took:.2f} s", flush=True)
     ratios = [p / f for p, f in zip(seconds["pipe"], seconds["file"])]
     result = {
-        "model": args.model, "source": args.src, "lines": len(lines), "beam": args.beam, "rounds": args.rounds,
+        "model": args.model, "model_summary": describe(args.model), "source": args.src, "lines": len(lines),
+        "beam": args.beam, "rounds": args.rounds,
         "seconds": seconds, "median_seconds": {mode: round(statistics.median(s), 3) for mode, s in seconds.items()},
         "pipe_over_file": round(statistics.median(ratios), 3),
         "same_lines": {mode: round(sum(a == b for a, b in zip(outputs[mode], outputs["file"])) / len(lines), 4)
