@@ -157,6 +157,16 @@ def remeasure_peaks(path: Path, device: str) -> dict:
     return result
 
 
+def rewrite_peaks(out: str | None, device: str) -> int:
+    """``--peaks-only``: :func:`remeasure_peaks` of the JSON ``out``, written back to it."""
+    if not out:
+        raise SystemExit("rnn256: --peaks-only rewrites the result JSON that --out names; add --out")
+    result = remeasure_peaks(Path(out), device)
+    Path(out).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(json.dumps(result["peaks_remeasured"], indent=1))
+    return 0
+
+
 def flops_per_target_token(translator, data: Path) -> float:
     """Forward + backward FLOPs of one training step on the first 64 training pairs, per target token."""
     from torch.utils.flop_counter import FlopCounterMode
@@ -254,12 +264,7 @@ def main() -> int:
     model = {key: yaml.safe_load(value) for key, value in (item.split("=", 1) for item in args.model)}
     torch.set_num_threads(args.threads)
     if args.peaks_only:
-        if not args.out:
-            raise SystemExit("rnn256: --peaks-only rewrites the result JSON that --out names; add --out")
-        result = remeasure_peaks(Path(args.out), args.device)
-        Path(args.out).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        print(json.dumps(result["peaks_remeasured"], indent=1))
-        return 0
+        return rewrite_peaks(args.out, args.device)
     peaks = measure_peaks(args.device)
     print(f"matrix products on {args.device} ({args.threads} CPU threads): {peaks} GFLOP/s", flush=True)
 
