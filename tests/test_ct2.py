@@ -111,11 +111,15 @@ def test_each_sentence_is_capped_by_its_own_length_in_any_batch(untrained, sourc
     caps = max_output_lengths([len(s.split()) for s in picked], decode.max_len_a, decode.max_len_b)
     alone = [native.translate(s, beam=1) for s in picked]
     assert [len(t.tgt_tokens) for t in alone] == caps  # every output runs to its own cap
+    beam_alone = [exported.translate(s, beam=3) for s in picked]
+    assert [len(t.tgt_tokens) for t in beam_alone] == caps
     for batch in ([0, 1, 2, 3], [3, 0], [1, 3, 2], [2]):
         theirs = exported.translate([picked[i] for i in batch], beam=1)
         for i, t in zip(batch, theirs):
             assert t.tgt_tokens == alone[i].tgt_tokens, (batch, i)
             assert t.score == pytest.approx(alone[i].score, abs=1e-4)  # the forced </s> scored as attnmt scores it
+        beam = exported.translate([picked[i] for i in batch], beam=3)  # beam search: one cap per CTranslate2 call
+        assert [t.tgt_tokens for t in beam] == [beam_alone[i].tgt_tokens for i in batch], batch
 
 
 def test_sampling_is_seeded_and_a_prefix_is_kept(exported, sources):

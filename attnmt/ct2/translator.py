@@ -11,9 +11,11 @@ its causal pass.
 
 The length rule is attnmt's: each sentence's output holds at most ``floor(max_len_a * S + max_len_b)`` tokens, S its
 own source length (:func:`attnmt.search.max_output_lengths`). ``translate_batch`` takes one
-``max_decoding_length`` per call, so each call decodes sentences of one cap (:func:`capped_batches`), and a
-sentence's output does not depend on what it is batched with. A hypothesis cut at its cap gets the log prob of the
-end token attnmt forces there (``score_batch``), so its score is attnmt's too.
+``max_decoding_length`` per call: beam search and sampling decode sentences of one cap per call
+(:func:`capped_batches`); greedy search, whose tokens up to a sentence's cap do not depend on a longer cap, decodes
+length-sorted batches to their longest cap and cuts each output at its own. Either way a sentence's output does
+not depend on what it is batched with. A hypothesis cut at its cap gets the log prob of the end token attnmt
+forces there (``score_batch``), so its score is attnmt's too.
 """
 
 from __future__ import annotations
@@ -125,16 +127,21 @@ class CT2Translator:
         engine = self.engine if sampling is None else self._seeded(sampling.seed)
         caps = [min(m, positions - 1) for m in max_output_lengths([len(t) for t in known], d.max_len_a, d.max_len_b,
                                                                   cap or None)]
-        for limit, indices in capped_batches(known, caps, batch_tokens,
-                                             d.batch_size if batch_size is None else batch_size):
-            found = engine.translate_batch(
-                [known[i] for i in indices], [prefixes[i] for i in indices] if prefixes else None,
-                max_decoding_length=max(limit, 1), **options)
-            first = self._first_rows([known[i] for i in indices]) if beam > 1 and self.return_attention else None
-            ends = self._forced_ends([known[i] for i in indices], found)
-            for k, (i, result) in enumerate(zip(indices, found)):
-                results[i] = self._best(sentences[i], src_tokens[i], result, alpha, n_best,
-                                        None if first is None else first[k], ends[k])
+        size = d.batch_size if batch_size is None else batch_size
+        if beam == 1 and sampling is None:  # greedy: a sentence's tokens up to its cap do not depend on the batch's
+            calls = [(max(caps[i] for i in indices), indices) for indices in decoding_batches(
+                [[1] * len(t) for t in known], batch_tokens, size)]
+        else:
+            calls = capped_batches(known, caps, batch_tokens, size)
+        for limit, indices in calls:
+            sources = [known[i] for i in indices]
+            found = engine.translate_batch(sources, [prefixes[i] for i in indices] if prefixes else None,
+                                           max_decoding_length=max(limit, 1), **options)
+            first = self._first_rows(sources) if beam > 1 and self.return_attention else None
+            settled = self._settled(sources, found, [caps[i] for i in indices])
+            for k, i in enumerate(indices):
+                results[i] = self._best(sentences[i], src_tokens[i], settled[k], alpha, n_best,
+                                        None if first is None else first[k])
         return results[0] if single else results
 
     def _options(self, beam, n_best, alpha, min_len, no_repeat_ngram, sampling) -> dict:
@@ -163,31 +170,41 @@ class CT2Translator:
                                             max_input_length=0)
         return [np.asarray(r.attention[0][0], dtype=np.float32) for r in found]
 
-    def _forced_ends(self, sources: list[list[str]], found) -> list[list[float]]:
-        """Per sentence and hypothesis, the log prob of the end token attnmt forces at the cap: 0 for a hypothesis
-        that ended by itself, else </s>'s log prob after it (one ``score_batch`` for the batch's cut ones)."""
-        ends = [[0.0] * len(result.hypotheses) for result in found]
-        cut = [(k, h) for k, result in enumerate(found) for h, tokens in enumerate(result.hypotheses)
-               if not tokens or tokens[-1] != EOS]
+    def _settled(self, sources: list[list[str]], found, caps: list[int]) -> list[list[list]]:
+        """Per sentence its hypotheses as [words, log prob with the end token, attention rows]: one longer than the
+        sentence's cap (greedy search decodes a batch to its longest cap) cut to the cap, as decoding to that cap
+        gives it; one cut or stopped at the cap gets the log prob of the </s> attnmt forces there (one
+        ``score_batch`` for the batch's)."""
+        settled, cut = [], []
+        for k, result in enumerate(found):
+            hypotheses = []
+            for h, tokens in enumerate(result.hypotheses):
+                ended = bool(tokens) and tokens[-1] == EOS
+                words = list(tokens[:-1] if ended else tokens)
+                attention = np.asarray(result.attention[h], dtype=np.float32) if result.attention else None
+                if len(words) > caps[k]:
+                    words, ended = words[:caps[k]], False
+                    attention = None if attention is None else attention[:caps[k]]
+                hypotheses.append([words, float(result.scores[h]), attention])
+                if not ended:
+                    cut.append((k, h))
+            settled.append(hypotheses)
         if cut:
-            scored = self.engine.score_batch([sources[k] for k, _ in cut],
-                                             [list(found[k].hypotheses[h]) for k, h in cut], max_input_length=0)
+            scored = self.engine.score_batch([sources[k] for k, _ in cut], [settled[k][h][0] for k, h in cut],
+                                             max_input_length=0)
             for (k, h), result in zip(cut, scored):
-                ends[k][h] = float(result.log_probs[-1])
-        return ends
+                settled[k][h][1] = float(sum(result.log_probs))  # the words' log probs and </s>'s
+        return settled
 
-    def _best(self, sentence: str, src_tokens: list[str], result, alpha: float, n_best: int,
-              first_row: np.ndarray | None = None, ends: list[float] | None = None) -> Translation:
-        """The hypotheses as Translations ranked by attnmt's score: (log prob + ``ends[k]``, the forced </s>'s)
-        / ((5 + length) / 6) ** alpha, the length counting </s> (:mod:`attnmt.search`)."""
+    def _best(self, sentence: str, src_tokens: list[str], hypotheses: list[list], alpha: float, n_best: int,
+              first_row: np.ndarray | None = None) -> Translation:
+        """The hypotheses (:meth:`_settled`) as Translations ranked by attnmt's score: log prob / ((5 + length) / 6)
+        ** alpha, the length counting </s> (:mod:`attnmt.search`)."""
         options = []
-        for k, tokens in enumerate(result.hypotheses):
-            ended = bool(tokens) and tokens[-1] == EOS
-            words = list(tokens[:-1] if ended else tokens)
-            length = len(words) + 1
-            score = (result.scores[k] + (ends[k] if ends else 0.0)) / length_penalty_factor(length, alpha)
-            attention = np.asarray(result.attention[k], dtype=np.float32) if result.attention else None
+        for words, log_prob, attention in hypotheses:
+            score = log_prob / length_penalty_factor(len(words) + 1, alpha)
             if attention is not None and first_row is not None and len(attention):
+                attention = attention.copy()
                 attention[0] = first_row
             ids = self.tgt.vocab.encode(words)
             options.append(Translation(sentence, self.tgt.detokenize(ids), src_tokens, words, attention,
