@@ -13,9 +13,9 @@
 * a regular file (``< file``): 1,000 lines at a time, each group batched by length.
 
 ``--buffer N`` translates every N lines together, as soon as the N-th is read, whatever stdin is. End of input
-(Ctrl-D on a terminal, the writer closing the pipe) translates what is left and ends. Every way checks lines as
-a file's are checked (:mod:`attnmt.data.corpus`): gzip data, invalid UTF-8 or a NUL byte (naming the line),
-a line over 1 MiB.
+(Ctrl-D on a terminal, the writer closing the pipe) translates what is left and ends. Lines are checked as a
+file's are (:mod:`attnmt.data.corpus`): invalid UTF-8 or a NUL byte (naming the line), a line over 1 MiB; gzip
+data on a terminal or pipe is refused with how to decompress it (a gzip file on stdin is decompressed).
 """
 
 from __future__ import annotations
