@@ -3,6 +3,7 @@
     python -m benchmarks.rnn256 [--multi30k ../shared/data/multi30k] [--seconds 240] [--threads 2]
     python -m benchmarks.rnn256 --device cuda --precision bf16 --out benchmarks/results/rnn256_cuda_bf16.json
     python -m benchmarks.rnn256 --reuse models/rnn256_luong --out ...   # decoding of a kept model, no training
+    python -m benchmarks.rnn256 --peaks-only --out benchmarks/results/rnn256_luong_feed.json  # peaks again, see below
 
 The recipe of ../shared/peers (OpenNMT-py, fairseq, JoeyNMT): text lowercased with punctuation split
 off, word vocabularies of at most 10,000 per side (min frequency 2), a 1-layer bidirectional LSTM
@@ -13,14 +14,21 @@ test_2016_flickr decoded greedily and with beam 5, batches of 64, at most 80 out
 the lowercased tokenized references (sacreBLEU tokenize=none: tokenized BLEU, as the peers report).
 
 Also measured in the same run, so that the throughput can be read against the machine:
-* the device's float32 and bfloat16 matrix-product rate (2048^3 on the training thread count; 8192^3 on a GPU);
+* the device's float32 and bfloat16 matrix-product rate (2048^3 on the training thread count; 8192^3 on a GPU),
+  each with its path (``matmul_path``): native, or emulated where the hardware has no such arithmetic (bfloat16
+  on a CPU without AMX or AVX-512-BF16, :func:`attnmt.train.native_bf16`; measured on 512^3 products there, as
+  one 2048^3 product takes a minute);
 * the model's FLOPs per target token of one training step (forward + backward, counted by
-  torch.utils.flop_counter on a real batch), hence the achieved FLOP/s and its share of the peak;
+  torch.utils.flop_counter on a real batch), hence the achieved FLOP/s and its share of each native peak (no
+  share of an emulated rate, which is no peak of the machine; a share above 1 is an error and nothing is
+  written);
 * decoding speed in sentences/s for batches of 1, 16 and 64 sentences;
 * beam 5 also with ``--stopping early`` (a sentence ends when no live hypothesis would win if it ended now);
 * on a CPU, all the decoding again with int8 linear layers (``attnmt translate --int8``), and both models
   once more decoded by ``--workers`` processes of one thread each (``attnmt translate --workers 2``).
-Writes benchmarks/results/rnn256.json.
+Writes benchmarks/results/rnn256.json. ``--peaks-only`` measures the two matrix-product rates again on the
+machine of the JSON given as ``--out`` (the same CPU model) and records them there as ``peaks_remeasured``; the run's
+own peaks stay, each labelled with the path found, and a share of a peak found emulated is removed.
 """
 
 from __future__ import annotations
@@ -69,9 +77,9 @@ def recipe(data: Path, seconds: float, threads: int, enc_hidden: int, model: dic
     }
 
 
-def matmul_rate(dtype: torch.dtype, device: str = "cpu", seconds: float = 2.0) -> float:
-    """GFLOP/s of an n x n x n matrix product in ``dtype`` (n = 2048 on a CPU, 8192 on a GPU)."""
-    n = 8192 if device == "cuda" else 2048
+def matmul_rate(dtype: torch.dtype, device: str = "cpu", seconds: float = 2.0, n: int | None = None) -> float:
+    """GFLOP/s of an n x n x n matrix product in ``dtype`` (default n = 2048 on a CPU, 8192 on a GPU)."""
+    n = n or (8192 if device == "cuda" else 2048)
     a, b = torch.randn(n, n, dtype=dtype, device=device), torch.randn(n, n, dtype=dtype, device=device)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     a @ b
@@ -84,6 +92,79 @@ def matmul_rate(dtype: torch.dtype, device: str = "cpu", seconds: float = 2.0) -
             sync()
     sync()
     return 2 * n**3 * count / (time.perf_counter() - started) / 1e9
+
+
+PRECISIONS = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+EMULATED_N = 512  # an emulated product's size: at its 0.3 GFLOP/s, one 2048^3 product takes about a minute
+
+
+def matmul_path(name: str, device: str) -> str:
+    """"native" where ``device`` does this precision's arithmetic in hardware, else "emulated"."""
+    from attnmt.train import native_bf16
+
+    return "native" if name == "float32" or native_bf16(torch.device(device)) else "emulated"
+
+
+def measure_peaks(device: str) -> dict:
+    """Each precision's matrix-product rate (GFLOP/s), its path (native or emulated) and its product size."""
+    paths = {name: matmul_path(name, device) for name in PRECISIONS}
+    sizes = {name: (8192 if device == "cuda" else 2048) if paths[name] == "native" else EMULATED_N
+             for name in PRECISIONS}
+    rates = {name: round(matmul_rate(dtype, device, n=sizes[name]), 1) for name, dtype in PRECISIONS.items()}
+    return {"matmul_peak_gflops": rates, "matmul_path": paths, "matmul_size": sizes}
+
+
+def shares_of_peak(achieved: float | None, peaks: dict) -> dict:
+    """``share_of_<precision>_peak`` for each native precision (None when ``achieved`` is); a share above 1 is a
+    SystemExit (:func:`check_share`)."""
+    shares = {}
+    for name, path in peaks["matmul_path"].items():
+        if path == "native":
+            share = None if achieved is None else round(achieved / peaks["matmul_peak_gflops"][name], 4)
+            shares[f"share_of_{name}_peak"] = check_share(share, name)
+    return shares
+
+
+def check_share(share: float | None, name: str) -> float | None:
+    """``share``, unless it is above 1: then a SystemExit, as a FLOP count or a rate is wrong; nothing is written."""
+    if share is not None and share > 1:
+        raise SystemExit(f"rnn256: the achieved rate is {share:.2f} times the {name} matrix-product rate; a share of "
+                         "a peak cannot exceed 1: check the FLOP count and the peak measurement (nothing written)")
+    return share
+
+
+def remeasure_peaks(path: Path, device: str) -> dict:
+    """``--peaks-only``: the peaks of the run recorded in ``path`` measured again (same CPU model), labelled with
+    their paths; a share of an emulated peak removed, a native one kept (the run's own measurement)."""
+    from benchmarks.common import command_line, machine_info
+
+    if not path.is_file():
+        raise SystemExit(f"rnn256: --peaks-only rewrites a result of this script; {path} does not exist")
+    result = json.loads(path.read_text(encoding="utf-8"))
+    machine = machine_info()
+    recorded = result["machine"]
+    if machine["cpu"] != recorded["cpu"] or recorded.get("cpu_isa", machine["cpu_isa"]) != machine["cpu_isa"]:
+        raise SystemExit(f"rnn256: {path} ran on {recorded['cpu']} {recorded.get('cpu_isa', '')}, this is "
+                         f"{machine['cpu']} {machine['cpu_isa']}; remeasure its peaks on that machine")
+    again = measure_peaks(device)
+    result["matmul_path"] = again["matmul_path"]
+    for name, found in again["matmul_path"].items():
+        if found == "native":
+            check_share(result.get(f"share_of_{name}_peak"), name)
+        else:
+            result.pop(f"share_of_{name}_peak", None)
+    result["peaks_remeasured"] = {"command": command_line(), "machine": machine, **again}
+    return result
+
+
+def rewrite_peaks(out: str | None, device: str) -> int:
+    """``--peaks-only``: :func:`remeasure_peaks` of the JSON ``out``, written back to it."""
+    if not out:
+        raise SystemExit("rnn256: --peaks-only rewrites the result JSON that --out names; add --out")
+    result = remeasure_peaks(Path(out), device)
+    Path(out).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(json.dumps(result["peaks_remeasured"], indent=1))
+    return 0
 
 
 def flops_per_target_token(translator, data: Path) -> float:
@@ -148,6 +229,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=2,
                         help="also decode with this many worker processes of one thread each (attnmt translate "
                              "--workers; on a CPU; 1: skip)")
+    parser.add_argument("--peaks-only", action="store_true",
+                        help="only measure the matrix-product rates again, into the existing JSON --out names")
     parser.add_argument("--reuse", metavar="MODEL_DIR",
                         help="do not train: measure a model folder kept by an earlier run (--keep-model); the "
                              "training numbers are that run's")
@@ -180,9 +263,10 @@ def main() -> int:
 
     model = {key: yaml.safe_load(value) for key, value in (item.split("=", 1) for item in args.model)}
     torch.set_num_threads(args.threads)
-    peak = {name: round(matmul_rate(dtype, args.device), 1)
-            for name, dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16))}
-    print(f"matrix products on {args.device} ({args.threads} CPU threads): {peak} GFLOP/s", flush=True)
+    if args.peaks_only:
+        return rewrite_peaks(args.out, args.device)
+    peaks = measure_peaks(args.device)
+    print(f"matrix products on {args.device} ({args.threads} CPU threads): {peaks} GFLOP/s", flush=True)
 
     from attnmt.runlog import training_summary
     from attnmt.train import train
@@ -213,7 +297,7 @@ def main() -> int:
     achieved = median_speed * flops / 1e9
     # A reused model trained at another time, against another peak (this machine's speed wanders): the
     # share of the peak is that run's, in its own JSON.
-    shares = {f"share_of_{dtype}_peak": None if args.reuse else round(achieved / peak[dtype], 4) for dtype in peak}
+    shares = shares_of_peak(None if args.reuse else achieved, peaks)
     payload = {
         "recipe": "rnn-256 of ../shared/peers (see this script's docstring)",
         "model": {"enc_hidden_size_per_direction": config.model.enc_hidden_size,
@@ -225,7 +309,7 @@ def main() -> int:
                      "tgt_tokens_per_s_median": round(median_speed), "device": args.device, "path": path},
         "flops_per_tgt_token": round(flops),
         "achieved_gflops": round(achieved, 1),
-        "matmul_peak_gflops": peak,
+        **peaks,
         **shares,
         **decodings,
     }

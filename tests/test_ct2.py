@@ -92,6 +92,37 @@ def test_length_and_repetition_options(exported, transformer, sources):
         assert [t.tgt_tokens for t in theirs] == [t.tgt_tokens for t in ours], options
 
 
+@pytest.fixture(scope="module")
+def untrained(tiny_corpus, tmp_path_factory):
+    """A Transformer trained one step at a negligible rate, and its export: its greedy outputs run to the cap."""
+    from attnmt.train import train
+
+    config = tiny_config(tiny_corpus, "transformer", max_steps=1, valid_every=1, valid_bleu_sample=0,
+                         optimizer="sgd", lr=1e-9)
+    model = train(config, tmp_path_factory.mktemp("ct2") / "untrained", quiet=True).model_dir
+    return model, export_ctranslate2(model, tmp_path_factory.mktemp("ct2") / "untrained_export")
+
+
+def test_each_sentence_is_capped_by_its_own_length_in_any_batch(untrained, sources):
+    from attnmt.search import max_output_lengths
+
+    native, exported = (load(path) for path in untrained)
+    picked = sorted({len(s.split()): s for s in sources}.values(), key=len)[:4]  # four source lengths
+    decode = native.config.decode
+    caps = max_output_lengths([len(s.split()) for s in picked], decode.max_len_a, decode.max_len_b)
+    alone = [native.translate(s, beam=1) for s in picked]
+    assert [len(t.tgt_tokens) for t in alone] == caps  # every output runs to its own cap
+    beam_alone = [exported.translate(s, beam=3) for s in picked]
+    assert [len(t.tgt_tokens) for t in beam_alone] == caps
+    for batch in ([0, 1, 2, 3], [3, 0], [1, 3, 2], [2]):
+        theirs = exported.translate([picked[i] for i in batch], beam=1)
+        for i, t in zip(batch, theirs):
+            assert t.tgt_tokens == alone[i].tgt_tokens, (batch, i)
+            assert t.score == pytest.approx(alone[i].score, abs=1e-4)  # the forced </s> scored as attnmt scores it
+        beam = exported.translate([picked[i] for i in batch], beam=3)  # beam search: one cap per CTranslate2 call
+        assert [t.tgt_tokens for t in beam] == [beam_alone[i].tgt_tokens for i in batch], batch
+
+
 def test_sampling_is_seeded_and_a_prefix_is_kept(exported, sources):
     from attnmt.sampling import Sampling
 

@@ -1,4 +1,4 @@
-"""The live translate loop (attnmt.interactive): each line translated and flushed as it arrives."""
+"""The live translate loop (attnmt.interactive): a terminal line by line, a pipe in groups of the lines ready."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import sys
 import pytest
 
 from attnmt.errors import UserError
-from attnmt.interactive import in_groups, is_live, live_lines
+from attnmt.interactive import in_groups, is_live, live_lines, ready_groups
+from attnmt.translator import Translator
 from tests.test_cli import assert_user_error, run
 
 LINES = ["a b c", "d e", "", "c a b d", "e"]
@@ -42,6 +43,85 @@ def test_a_pipe_gets_each_translation_before_it_sends_the_next_line(capsys, tiny
         assert proc.stdout.read() == b"" and b"Traceback" not in proc.stderr.read()
     finally:
         proc.kill() if proc.poll() is None else None
+
+
+def test_a_pipe_written_at_once_gives_the_file_translations(capsys, tiny_model, tmp_path):
+    expected = batch_output(capsys, tiny_model, tmp_path)
+    data = "".join(line + "\n" for line in LINES).encode("utf-8")
+    done = subprocess.run([sys.executable, "-m", "attnmt", "translate", "--model", str(tiny_model), "--beam", "2"],
+                          input=data, capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode("utf-8").splitlines() == expected
+
+
+def test_a_group_takes_the_lines_ready_up_to_its_size():
+    read, write = os.pipe()
+    with os.fdopen(read, "rb", buffering=0) as stream, os.fdopen(write, "wb", buffering=0) as writer:
+        groups = ready_groups(stream, 3)
+        writer.write(b"one\n")
+        assert next(groups) == ["one"]  # a slow writer's line is not held back for more
+        writer.write(b"two\nthree\nfour\nfive\nsix\nseven\nhalf")  # already in the pipe: read together
+        assert next(groups) == ["two", "three", "four"]
+        assert next(groups) == ["five", "six", "seven"]
+        writer.write(b" done\n")
+        assert next(groups) == ["half done"]
+        writer.write(b"last, no line end")
+        writer.close()
+        assert list(groups) == [["last, no line end"]]
+
+
+def test_ready_lines_are_checked_like_a_file(tmp_path):
+    def groups(data: bytes) -> list[list[str]]:
+        path = tmp_path / "input"
+        path.write_bytes(data)
+        with path.open("rb") as f:
+            return list(ready_groups(f, 2))
+
+    assert groups(b"\xef\xbb\xbfone\r\ntwo\x01\nthree") == [["one", "two "], ["three"]]
+    with pytest.raises(UserError, match=r"<stdin>:2 is not valid UTF-8 \(byte 0xff at byte column 3\)"):
+        groups(b"ok\nab\xff\n")
+    with pytest.raises(UserError, match="<stdin>:3 looks binary"):
+        groups(b"a\nb\nc\x00\n")
+    with pytest.raises(UserError, match="gzip"):
+        groups(b"\x1f\x8b\x08\x00")
+    limit = 1 << 20
+    assert groups(b"a\n" + b"x" * limit + b"\n") == [["a", "x" * limit]]
+    for tail in (b"\n", b""):  # a finished line, and one that never ends
+        with pytest.raises(UserError, match="<stdin>:2 is longer than 1,048,576 bytes"):
+            groups(b"a\n" + b"x" * (limit + 1) + tail)
+
+
+def calls_of_translate(monkeypatch) -> list[int]:
+    """The number of sentences of each Translator.translate call."""
+    sizes, translate = [], Translator.translate
+
+    def counted(self, sentences, *args, **kwargs):
+        sizes.append(len(sentences))
+        return translate(self, sentences, *args, **kwargs)
+
+    monkeypatch.setattr(Translator, "translate", counted)
+    return sizes
+
+
+def test_a_terminal_is_line_by_line_and_a_pipe_in_groups(capsys, tiny_model, monkeypatch):
+    pty = pytest.importorskip("pty")
+    data = "".join(line + "\n" for line in LINES).encode("utf-8")
+    master, slave = pty.openpty()
+    os.write(master, data + b"\x04")  # typed ahead, then Ctrl-D
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(os.fdopen(slave, "rb")))
+    sizes = calls_of_translate(monkeypatch)
+    code, terminal, err = run(capsys, "translate", "--model", str(tiny_model), "--beam", "2")
+    os.close(master)
+    assert code == 0, err
+    assert sizes == [1] * len(LINES)
+    read, write = os.pipe()
+    os.write(write, data)
+    os.close(write)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(os.fdopen(read, "rb")))
+    sizes.clear()
+    code, piped, err = run(capsys, "translate", "--model", str(tiny_model), "--beam", "2")
+    assert code == 0, err
+    assert sizes == [len(LINES)] and piped == terminal
 
 
 def test_groups_are_handled_as_soon_as_their_last_line_is_read():
@@ -115,3 +195,16 @@ def test_ctrl_c_keeps_the_output_file_of_a_live_session(capsys, tiny_model, tmp_
     assert code == 130 and err == "attnmt: interrupted\n"
     assert len(out.read_text(encoding="utf-8").splitlines()) == 2  # what was translated before Ctrl-C
     assert sorted(p.name for p in tmp_path.iterdir()) == ["session.txt"]
+
+
+def test_the_piped_input_benchmark_runs_at_tiny_size(tiny_model, tiny_corpus, tmp_path):
+    import json
+
+    from benchmarks.piped_input import main as benchmark
+
+    out = tmp_path / "piped.json"
+    assert benchmark(["--model", str(tiny_model), "--src", str(tiny_corpus / "test.src"), "--lines", "6",
+                      "--rounds", "2", "--beam", "2", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["lines"] == 6 and result["same_lines"] == {"pipe": 1.0}
+    assert len(result["seconds"]["file"]) == len(result["seconds"]["pipe"]) == 2 and result["pipe_over_file"] > 0

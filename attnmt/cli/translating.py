@@ -89,10 +89,11 @@ def _write_translations(out, translations: list, first: int, args) -> None:
 
 
 def _translate_live(args, translator, reverse) -> None:
-    """Each group of --buffer lines (default 1) translated and flushed as soon as it is read (attnmt.interactive)."""
-    from attnmt.interactive import in_groups, live_lines
+    """Each group translated, written and flushed as soon as it is read (attnmt.interactive): every --buffer N
+    lines; without --buffer, a terminal's every line, a pipe's lines that are ready (up to GROUP_LINES)."""
+    from attnmt.interactive import in_groups, live_lines, ready_groups
 
-    lines = live_lines(sys.stdin.buffer) if not args.input or args.input == "-" else read_input(args.input)
+    from_stdin = not args.input or args.input == "-"
     out = None
 
     interrupted = False
@@ -107,7 +108,14 @@ def _translate_live(args, translator, reverse) -> None:
             out.flush()
 
         try:
-            in_groups(lines, 1 if args.buffer is None else args.buffer, handle)
+            if args.buffer is None and from_stdin and not sys.stdin.isatty():
+                first = 0
+                for group in ready_groups(sys.stdin.buffer, GROUP_LINES):
+                    handle(group, first)
+                    first += len(group)
+            else:
+                lines = live_lines(sys.stdin.buffer) if from_stdin else read_input(args.input)
+                in_groups(lines, 1 if args.buffer is None else args.buffer, handle)
         except KeyboardInterrupt:  # how live input at a terminal ends: the --output file keeps what was translated
             interrupted = True
     if interrupted:
@@ -175,9 +183,9 @@ def register(sub) -> None:
     p.add_argument("--output", help="output file (default: stdout)")
     p.add_argument("--n-best", type=int, default=1, help="print the N best hypotheses as 'i ||| text ||| score'")
     p.add_argument("--buffer", type=int, default=None, metavar="N",
-                   help="translate N lines at a time and flush each group's output as soon as it is read (default "
-                        "1 when stdin is a terminal or a pipe; a file on stdin or --input: 1,000 lines at a time, "
-                        "batched by length)")
+                   help="translate N lines at a time and flush each group's output as soon as it is read "
+                        "(default: a terminal line by line; a pipe in groups of the lines ready, up to 1,000, each "
+                        "flushed; a file on stdin or --input: 1,000 lines at a time; groups batched by length)")
     p.add_argument("--alignments", action="store_true",
                    help="print word links after each translation: 'text ||| 0-0 1-2 ...' (0-based source-output "
                         "word positions, as Marian's --alignment; with --n-best, on the best hypothesis)")

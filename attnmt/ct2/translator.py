@@ -3,18 +3,24 @@
 scores and attention out), so ``attnmt translate``, ``evaluate`` and ``serve`` run it as any model folder.
 
 What differs from attnmt's own decoding, each refused in one line where it would change an output:
-beam search's stopping rule is CTranslate2's (``--stopping`` refused); the length cap ``max_len_a * S + b``
-applies per batch (to its longest source); samples come from CTranslate2's generator (the same seed gives
-the same samples here, not attnmt's); there is no coverage penalty, ensemble, worker processes (threads
-instead: ``intra_threads``, ``inter_threads``), explorer, or per-head attention. The attention is the one the
+beam search's stopping rule is CTranslate2's (``--stopping`` refused); samples come from CTranslate2's generator
+(the same seed gives the same samples here, not attnmt's); there is no coverage penalty, ensemble, worker processes
+(threads instead: ``intra_threads``, ``inter_threads``), explorer, or per-head attention. The attention is the one the
 export chose (:func:`attnmt.ct2.convert.attention_choice`); a guided model trained with full context is read in
 its causal pass.
+
+The length rule is attnmt's: each sentence's output holds at most ``floor(max_len_a * S + max_len_b)`` tokens, S its
+own source length (:func:`attnmt.search.max_output_lengths`). ``translate_batch`` takes one
+``max_decoding_length`` per call: beam search and sampling decode sentences of one cap per call
+(:func:`capped_batches`); greedy search, whose tokens up to a sentence's cap do not depend on a longer cap, decodes
+length-sorted batches to their longest cap and cuts each output at its own. Either way a sentence's output does
+not depend on what it is batched with. A hypothesis cut at its cap gets the log prob of the end token attnmt
+forces there (``score_batch``), so its score is attnmt's too.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +28,7 @@ import numpy as np
 from attnmt.ct2 import EXPORT_FILE, require_ctranslate2
 from attnmt.data.dataset import load_processors
 from attnmt.errors import UserError
-from attnmt.search import length_penalty_factor
+from attnmt.search import length_penalty_factor, max_output_lengths
 from attnmt.special import EOS
 from attnmt.translation import (
     Translation,
@@ -118,18 +124,23 @@ class CT2Translator:
         texts = prefix_texts(prefix, single, len(sentences))
         prefixes = None if texts is None else [self.tgt.vocab.decode(self.tgt.ids(t)) if t else None for t in texts]
         results = [None if toks else Translation(s, "", [], [], None, 0.0) for s, toks in zip(sentences, known)]
-        src_ids = [[1] * len(t) for t in known]
         engine = self.engine if sampling is None else self._seeded(sampling.seed)
-        for indices in decoding_batches(src_ids, batch_tokens, d.batch_size if batch_size is None else batch_size):
-            longest = max(len(known[i]) for i in indices)
-            limit = max(0, math.floor(d.max_len_a * longest + d.max_len_b))
-            limit = min(min(limit, cap) if cap else limit, positions - 1)
-            found = engine.translate_batch(
-                [known[i] for i in indices], [prefixes[i] for i in indices] if prefixes else None,
-                max_decoding_length=max(limit, 1), **options)
-            first = self._first_rows([known[i] for i in indices]) if beam > 1 and self.return_attention else None
-            for k, (i, result) in enumerate(zip(indices, found)):
-                results[i] = self._best(sentences[i], src_tokens[i], result, alpha, n_best,
+        caps = [min(m, positions - 1) for m in max_output_lengths([len(t) for t in known], d.max_len_a, d.max_len_b,
+                                                                  cap or None)]
+        size = d.batch_size if batch_size is None else batch_size
+        if beam == 1 and sampling is None:  # greedy: a sentence's tokens up to its cap do not depend on the batch's
+            calls = [(max(caps[i] for i in indices), indices) for indices in decoding_batches(
+                [[1] * len(t) for t in known], batch_tokens, size)]
+        else:
+            calls = capped_batches(known, caps, batch_tokens, size)
+        for limit, indices in calls:
+            sources = [known[i] for i in indices]
+            found = engine.translate_batch(sources, [prefixes[i] for i in indices] if prefixes else None,
+                                           max_decoding_length=max(limit, 1), **options)
+            first = self._first_rows(sources) if beam > 1 and self.return_attention else None
+            settled = self._settled(sources, found, [caps[i] for i in indices])
+            for k, i in enumerate(indices):
+                results[i] = self._best(sentences[i], src_tokens[i], settled[k], alpha, n_best,
                                         None if first is None else first[k])
         return results[0] if single else results
 
@@ -159,18 +170,41 @@ class CT2Translator:
                                             max_input_length=0)
         return [np.asarray(r.attention[0][0], dtype=np.float32) for r in found]
 
-    def _best(self, sentence: str, src_tokens: list[str], result, alpha: float, n_best: int,
+    def _settled(self, sources: list[list[str]], found, caps: list[int]) -> list[list[list]]:
+        """Per sentence its hypotheses as [words, log prob with the end token, attention rows]: one longer than the
+        sentence's cap (greedy search decodes a batch to its longest cap) cut to the cap, as decoding to that cap
+        gives it; one cut or stopped at the cap gets the log prob of the </s> attnmt forces there (one
+        ``score_batch`` for the batch's)."""
+        settled, cut = [], []
+        for k, result in enumerate(found):
+            hypotheses = []
+            for h, tokens in enumerate(result.hypotheses):
+                ended = bool(tokens) and tokens[-1] == EOS
+                words = list(tokens[:-1] if ended else tokens)
+                attention = np.asarray(result.attention[h], dtype=np.float32) if result.attention else None
+                if len(words) > caps[k]:
+                    words, ended = words[:caps[k]], False
+                    attention = None if attention is None else attention[:caps[k]]
+                hypotheses.append([words, float(result.scores[h]), attention])
+                if not ended:
+                    cut.append((k, h))
+            settled.append(hypotheses)
+        if cut:
+            scored = self.engine.score_batch([sources[k] for k, _ in cut], [settled[k][h][0] for k, h in cut],
+                                             max_input_length=0)
+            for (k, h), result in zip(cut, scored):
+                settled[k][h][1] = float(sum(result.log_probs))  # the words' log probs and </s>'s
+        return settled
+
+    def _best(self, sentence: str, src_tokens: list[str], hypotheses: list[list], alpha: float, n_best: int,
               first_row: np.ndarray | None = None) -> Translation:
-        """The hypotheses as Translations ranked by attnmt's score: log prob / ((5 + length) / 6) ** alpha,
-        the length counting </s> (:mod:`attnmt.search`)."""
+        """The hypotheses (:meth:`_settled`) as Translations ranked by attnmt's score: log prob / ((5 + length) / 6)
+        ** alpha, the length counting </s> (:mod:`attnmt.search`)."""
         options = []
-        for k, tokens in enumerate(result.hypotheses):
-            ended = bool(tokens) and tokens[-1] == EOS
-            words = list(tokens[:-1] if ended else tokens)
-            length = len(words) + 1
-            score = result.scores[k] / length_penalty_factor(length, alpha)
-            attention = np.asarray(result.attention[k], dtype=np.float32) if result.attention else None
+        for words, log_prob, attention in hypotheses:
+            score = log_prob / length_penalty_factor(len(words) + 1, alpha)
             if attention is not None and first_row is not None and len(attention):
+                attention = attention.copy()
                 attention[0] = first_row
             ids = self.tgt.vocab.encode(words)
             options.append(Translation(sentence, self.tgt.detokenize(ids), src_tokens, words, attention,
@@ -213,6 +247,20 @@ class CT2Translator:
         found = self.engine.translate_batch(src, tgt, beam_size=1, return_attention=True, max_input_length=0,
                                             min_decoding_length=longest, max_decoding_length=longest)
         return [np.asarray(r.attention[0], dtype=np.float32)[: len(t) + 1] for r, t in zip(found, tgt)]
+
+
+def capped_batches(sources: list[list[str]], caps: list[int], batch_tokens: int,
+                   batch_size: int) -> list[tuple[int, list[int]]]:
+    """(output cap, sentence indices) for each CTranslate2 call: the sentences of one cap (empty ones left out)
+    batched by length as :func:`attnmt.translation.decoding_batches` batches them, the longest batches first."""
+    members: dict[int, list[int]] = {}
+    for i, tokens in enumerate(sources):
+        if tokens:
+            members.setdefault(caps[i], []).append(i)
+    calls = [(limit, [group[k] for k in batch]) for limit, group in members.items()
+             for batch in decoding_batches([[1] * len(sources[i]) for i in group], batch_tokens, batch_size)]
+    calls.sort(key=lambda call: -max(len(sources[i]) for i in call[1]))
+    return calls
 
 
 def load_exported(model_dir: Path, checkpoint: str = "best", device: str = "cpu", int8: bool = False,
