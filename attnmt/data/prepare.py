@@ -39,8 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from attnmt.config import Config
-from attnmt.data.chunks import count_lines, decode_chunk, iter_corpora, raw_chunks, split_tsv, tsv_blank
-from attnmt.data.corpus import read_parallel
+from attnmt.data.chunks import count_lines, decode_chunk, raw_chunks, split_tsv, tsv_blank
 from attnmt.data.dataset import TextProcessor, load_processors
 from attnmt.data.split import split_positions, write_held_out
 from attnmt.data.store import (
@@ -54,9 +53,9 @@ from attnmt.data.store import (
     staleness,
     tokenizer_hash,
 )
-from attnmt.data.store_links import LineLinks, same_text, write_store_links
+from attnmt.data.store_links import store_corpus_links
 from attnmt.data.tokenize import train_tokenizer
-from attnmt.data.transforms import AlignText, Origin, Pairs, apply_transforms, links_transform, transforms_of
+from attnmt.data.transforms import Origin, Pairs, apply_transforms
 from attnmt.data.vocab import Vocabulary
 from attnmt.errors import UserError
 from attnmt.model_folder import make_folder
@@ -462,7 +461,7 @@ def _build(config: Config, corpora: list[dict], tmp: Path, workers: int | None, 
     if held:
         write_held_out(tmp, held["valid"], held["test"])
     t0 = time.perf_counter()
-    links = _links(cfg, corpora, counts, tmp, [parts.get(k) for k in range(added["kept"])])
+    links = store_corpus_links(cfg, corpora, counts, tmp, [parts.get(k) for k in range(added["kept"])])
     if links is not None:
         seconds["links"] = time.perf_counter() - t0
     return {"format": FORMAT, "pairs": n_corpus + added["kept"], "corpus_pairs": n_corpus, "corpora": entries,
@@ -470,25 +469,6 @@ def _build(config: Config, corpora: list[dict], tmp: Path, workers: int | None, 
             "tokenizers_from": None if tokenizers is None else str(tokenizers),
             "sample_pairs": sample_pairs, "lines": sum(counts), "transforms": records, "links": links,
             "workers": workers, "seconds": seconds, **arrays}
-
-
-def _links(cfg, corpora: list[dict], counts: list[int], folder: Path, added: list[Origin]) -> dict | None:
-    """The links transform's links of every stored pair into the store (attnmt/data/store_links.py)."""
-    transform = links_transform(cfg)
-    if transform is None:
-        return None
-    table = LineLinks.read(transform.path, sum(counts))
-    sources, targets = set(), set()
-    for gold in (t for t in transforms_of(cfg) if isinstance(t, AlignText)):
-        for src, tgt in read_parallel(gold.src, gold.tgt):
-            sources.add(same_text(src))
-            targets.add(same_text(tgt))
-    text = iter_corpora(corpora, counts, (cfg.tsv_src_column, cfg.tsv_tgt_column))
-    unguided = table.check_text(transform.path, text, (sources, targets))
-    dropped = np.load(folder / "dropped.npy")
-    corpus_lines = np.delete(np.arange(sum(counts), dtype=np.int64), dropped)
-    return {"path": transform.path, **write_store_links(folder, table, corpus_lines, added),
-            "unguided_equal_to_align_text": unguided}
 
 
 def _meta(folder: Path) -> dict:

@@ -25,7 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
+from attnmt.data.chunks import iter_corpora
+from attnmt.data.corpus import read_parallel
 from attnmt.data.links import Link, parse_links
+from attnmt.data.transforms import AlignText, links_transform, transforms_of
 from attnmt.errors import UserError
 
 _OFFSETS = struct.Struct("=qq")
@@ -143,6 +146,27 @@ def _joined(origin, table: LineLinks) -> np.ndarray | None:
     parts = [table.ij[table.off[line]:table.off[line + 1]] + np.array([s, t], dtype=np.int32)
              for line, s, t in origin]
     return np.concatenate(parts) if parts else np.zeros((0, 2), dtype=np.int32)
+
+
+def store_corpus_links(cfg, corpora: list[dict], counts: list[int], folder: Path, added: list) -> dict | None:
+    """The links transform's links of every pair of the store being prepared in `folder` (its dropped.npy
+    written): the corpus pairs', then those of the pairs the transforms added (`added`: their origins).
+    None without a links transform; else the counts meta.json keeps."""
+    transform = links_transform(cfg)
+    if transform is None:
+        return None
+    table = LineLinks.read(transform.path, sum(counts))
+    sources, targets = set(), set()
+    for gold in (t for t in transforms_of(cfg) if isinstance(t, AlignText)):
+        for src, tgt in read_parallel(gold.src, gold.tgt):
+            sources.add(same_text(src))
+            targets.add(same_text(tgt))
+    text = iter_corpora(corpora, counts, (cfg.tsv_src_column, cfg.tsv_tgt_column))
+    unguided = table.check_text(transform.path, text, (sources, targets))
+    dropped = np.load(folder / "dropped.npy")
+    corpus_lines = np.delete(np.arange(sum(counts), dtype=np.int64), dropped)
+    return {"path": transform.path, **write_store_links(folder, table, corpus_lines, added),
+            "unguided_equal_to_align_text": unguided}
 
 
 class StoreLinks:
