@@ -132,7 +132,6 @@ def test_bad_curve_json_names_the_file(tmp_path, content, fragment):
 
 def test_missing_demo_curve_says_what_to_pass(monkeypatch, tmp_path):
     monkeypatch.setattr(data, "BUNDLED_CURVE", tmp_path / "none.json")
-    monkeypatch.setattr(data, "CHECKOUT_DEMO_RESULTS", tmp_path / "also_none.json")
     with pytest.raises(UserError, match="--study"):
         data.demo_curves()
 

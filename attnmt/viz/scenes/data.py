@@ -49,8 +49,6 @@ from attnmt.evaluate import DEFAULT_BUCKET_WIDTH, LengthBucket
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # attnmt/viz
 BUNDLED_CURVE = PACKAGE_DIR / "demo_curve.json"
 BUNDLED_ATTENTION = PACKAGE_DIR / "demo_attention.json"
-# The measured demo of a source checkout (benchmarks/demo.py writes it); read only if the package copy is missing.
-CHECKOUT_DEMO_RESULTS = PACKAGE_DIR.parents[1] / "benchmarks" / "results" / "demo.json"
 
 # The fixed-vector model is the one whose curve the Bottleneck scene traces.
 FIXED_VECTOR_MODEL = "seq2seq"
@@ -179,13 +177,11 @@ def curves_from_json(path: str | Path) -> LengthCurves:
 
 
 def demo_curves() -> LengthCurves:
-    """The built-in demo's measured curves: the package copy, else the checkout's benchmark result."""
-    for path in (BUNDLED_CURVE, CHECKOUT_DEMO_RESULTS):
-        if path.is_file():
-            return curves_from_json(path)
-    raise UserError(f"the built-in demo curve is missing ({BUNDLED_CURVE.name} is not in the package and "
-                    f"{CHECKOUT_DEMO_RESULTS} does not exist); pass --study RESULTS.json (from `attnmt demo`) or "
-                    "--model DIR --test SRC REF")
+    """The built-in demo's measured curves: the copy shipped in the package (scripts/refresh_bundles.py)."""
+    if BUNDLED_CURVE.is_file():
+        return curves_from_json(BUNDLED_CURVE)
+    raise UserError(f"the built-in demo curve is missing ({BUNDLED_CURVE.name} is not in the package); pass "
+                    "--study RESULTS.json (from `attnmt demo`) or --model DIR --test SRC REF")
 
 
 def curves_from_models(
