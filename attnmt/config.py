@@ -164,16 +164,16 @@ class ModelConfig:
     dropout: float = ranged(0.2, 0.0, 0.99)
     tie_embeddings: bool = False  # share the target embedding matrix with the output layer
 
-    def __new__(cls, *args, **keys):
-        """``ModelConfig(type=NAME, ...)`` gives the config class registered for NAME (its keys, its checks)."""
-        if cls is ModelConfig:
-            name = keys.get("type", DEFAULT_MODEL_TYPE)
-            cls = MODEL_CONFIGS.lookup(name)
-            reads = {f.name for f in dataclasses.fields(cls)}
-            for key in keys:
-                if key not in reads:
-                    _refuse("model.", key, name)
-        return super().__new__(cls)
+    @classmethod
+    def of(cls, type: str = DEFAULT_MODEL_TYPE, **keys) -> ModelConfig:  # noqa: A002 (the config key's name)
+        """The config class that MODEL_CONFIGS registers for ``type``, built from ``keys`` (its keys, its
+        checks); a key that type does not read is refused in one line, naming the types that read it."""
+        chosen = MODEL_CONFIGS.lookup(type)
+        reads = {f.name for f in dataclasses.fields(chosen)}
+        for key in keys:
+            if key not in reads:
+                _refuse("model.", key, type)
+        return chosen(type=type, **keys)
 
     def __post_init__(self) -> None:
         check_declared(self, "model.")  # the keys of the model type's own class too

@@ -40,7 +40,7 @@ def config(folder: Path, sample: int, steps: int):
 
     cfg = prepare_config(folder, sample)
     cfg.data.store_dir = str(folder / "stores")
-    cfg.model = ModelConfig(type="rnnsearch", emb_size=64, hidden_size=64, dropout=0.0)
+    cfg.model = ModelConfig.of(type="rnnsearch", emb_size=64, hidden_size=64, dropout=0.0)
     t = cfg.train
     t.max_steps, t.threads, t.log_every, t.valid_every, t.seed = steps, 1, 1, 10 ** 9, 1
     return cfg

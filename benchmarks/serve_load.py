@@ -82,7 +82,7 @@ def train_demo_model(directory: Path, seconds: float, pairs: int = 6000) -> Path
         data=DataConfig(train_src=str(data / "train.src"), train_tgt=str(data / "train.tgt"),
                         valid_src=str(data / "valid.src"), valid_tgt=str(data / "valid.tgt"),
                         tokenizer="word", max_len=80),
-        model=ModelConfig(type="rnnsearch", emb_size=96, hidden_size=192, dropout=0.0),
+        model=ModelConfig.of(type="rnnsearch", emb_size=96, hidden_size=192, dropout=0.0),
         train=TrainConfig(seed=1, batch_tokens=3000, lr=3e-3, max_time_s=seconds, valid_every=200,
                           valid_bleu_sample=0, early_stopping_patience=100, scheduler="none", progress=False,
                           tensorboard=False, threads=1),

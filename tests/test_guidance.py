@@ -43,7 +43,7 @@ G = guidance_matrix([[[0], [2], [1, 3]]], 4, 4, torch.device("cpu"))
 
 def test_rnn_guidance_gradient_reaches_only_what_the_attention_depends_on():
     torch.manual_seed(0)
-    model = build_model(ModelConfig(type="rnnsearch", emb_size=8, hidden_size=16, dropout=0.0), 20, 30)
+    model = build_model(ModelConfig.of(type="rnnsearch", emb_size=8, hidden_size=16, dropout=0.0), 20, 30)
     _, alpha = model(SRC, SRC_LEN, TGT_IN)
     alignment_loss(alpha, G).backward()
     grads = _grads(model)
@@ -54,7 +54,7 @@ def test_rnn_guidance_gradient_reaches_only_what_the_attention_depends_on():
 
 def test_transformer_guidance_supervises_one_head_of_one_layer():
     torch.manual_seed(0)
-    cfg = ModelConfig(type="transformer", d_model=16, n_heads=2, ff_size=32, enc_layers=1, dec_layers=2, dropout=0.0)
+    cfg = ModelConfig.of(type="transformer", d_model=16, n_heads=2, ff_size=32, enc_layers=1, dec_layers=2, dropout=0.0)
     model = build_model(cfg, 20, 30)
     logits, alpha = model(SRC, SRC_LEN, TGT_IN, layer=0, head=1)
     assert torch.equal(alpha, model.forward_with_heads(SRC, SRC_LEN, TGT_IN)[1][0, 1])
@@ -155,7 +155,7 @@ def test_bahdanau_order_guides_the_last_piece_on_the_shift_row_without_changing_
     from attnmt.loss import step_loss
 
     torch.manual_seed(0)
-    cfg = ModelConfig(type="rnnsearch", dropout=0.0, emb_size=8, hidden_size=16, decoder="bahdanau")
+    cfg = ModelConfig.of(type="rnnsearch", dropout=0.0, emb_size=8, hidden_size=16, decoder="bahdanau")
     model = build_model(cfg, 20, 30).eval()
     config = Config(model=cfg, train=TrainConfig())
     config.train.guided_alignment.row, config.train.guided_alignment.weight = "shift", 0.0
@@ -186,7 +186,7 @@ def test_the_shift_row_is_the_first_whose_query_has_read_the_word(model_type, de
     torch.manual_seed(0)
     sizes = ({"emb_size": 8, "hidden_size": 16, "decoder": decoder} if decoder else
              {"d_model": 16, "n_heads": 2, "ff_size": 32, "enc_layers": 1, "dec_layers": 1})
-    cfg = ModelConfig(type=model_type, dropout=0.0, **sizes)
+    cfg = ModelConfig.of(type=model_type, dropout=0.0, **sizes)
     model = build_model(cfg, 20, 30).eval()
     config = Config(model=cfg, train=TrainConfig())
     config.train.guided_alignment.weight, t = 1.0, 1  # guide y_1 (tgt_in position 2) only
@@ -244,7 +244,7 @@ def test_a_guided_transformer_is_read_from_its_supervised_head(tiny_corpus, tmp_
 
 def _tiny_transformer():
     torch.manual_seed(0)
-    cfg = ModelConfig(type="transformer", d_model=16, n_heads=2, ff_size=32, enc_layers=1, dec_layers=3, dropout=0.0)
+    cfg = ModelConfig.of(type="transformer", d_model=16, n_heads=2, ff_size=32, enc_layers=1, dec_layers=3, dropout=0.0)
     return build_model(cfg, 20, 30).eval()
 
 

@@ -100,9 +100,9 @@ def test_rnnsearch_attention_moves_with_the_source():
 
 def test_bad_model_configs_are_user_errors():
     with pytest.raises(UserError, match="enc_layers must equal dec_layers"):
-        build_model(ModelConfig(type="seq2seq", enc_layers=2, dec_layers=1), 10, 10)
+        build_model(ModelConfig.of(type="seq2seq", enc_layers=2, dec_layers=1), 10, 10)
     with pytest.raises(UserError, match="input_feeding"):
-        build_model(ModelConfig(type="rnnsearch", input_feeding=True), 10, 10)
+        build_model(ModelConfig.of(type="rnnsearch", input_feeding=True), 10, 10)
 
 
 def test_enc_hidden_size_sets_the_annotation_width_of_rnnsearch_only():
@@ -110,7 +110,7 @@ def test_enc_hidden_size_sets_the_annotation_width_of_rnnsearch_only():
     enc = model.encode(SRC, SRC_LEN)
     assert enc["h"].shape == (2, 5, 16)  # [->h_j; <-h_j], 8 each
     with pytest.raises(UserError, match="enc_hidden_size applies to rnnsearch, not seq2seq"):
-        ModelConfig(type="seq2seq", emb_size=8, hidden_size=16, enc_hidden_size=8)
+        ModelConfig.of(type="seq2seq", emb_size=8, hidden_size=16, enc_hidden_size=8)
 
 
 @pytest.mark.parametrize("model_type", ["seq2seq", "rnnsearch", "transformer"])
@@ -123,8 +123,8 @@ def test_every_registered_model_keeps_the_model_protocol(model_type):
                                      dropout=0.0), 20, 30)
     assert isinstance(model, TranslationModel) and model.model_type == model_type
     assert isinstance(model, AttentionModel) == model.has_attention  # seq2seq declares no query lag
-    # its keys are those of its own config class, the class that ModelConfig(type=...) and a config file build
-    config = ModelConfig(type=model_type)
+    # its keys are those of its own config class, the class that ModelConfig.of(type=...) and a config file build
+    config = ModelConfig.of(type=model_type)
     assert type(config) is model.config_class and model.config_keys == {f.name for f in dataclasses.fields(config)}
 
 

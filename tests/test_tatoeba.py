@@ -237,7 +237,7 @@ def tiny_config(tsv: Path, src_col: int) -> Config:
         name="tiny-tatoeba",
         data=DataConfig(train_tsv=str(tsv), tsv_src_column=src_col, tsv_tgt_column=1 - src_col, valid_size=4,
                         test_size=4, tokenizer="unigram", vocab_size=120, max_len=20),
-        model=ModelConfig(type="rnnsearch", cell="gru", emb_size=24, hidden_size=32, dropout=0.0),
+        model=ModelConfig.of(type="rnnsearch", cell="gru", emb_size=24, hidden_size=32, dropout=0.0),
         train=TrainConfig(seed=3, batch_tokens=120, lr=0.01, max_steps=40, valid_every=20, valid_bleu_sample=4,
                           log_every=10, progress=False, tensorboard=False, scheduler="none", threads=1),
         decode=DecodeConfig(beam=3),

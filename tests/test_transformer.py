@@ -152,7 +152,7 @@ def test_share_and_tie_embeddings():
 
 
 def test_build_model_from_config():
-    cfg = ModelConfig(type="transformer", d_model=16, n_heads=2, ff_size=32, enc_layers=2, dec_layers=1,
+    cfg = ModelConfig.of(type="transformer", d_model=16, n_heads=2, ff_size=32, enc_layers=2, dec_layers=1,
                       dropout=0.1, tie_embeddings=True, share_embeddings=True)
     model = build_model(cfg, 25, 25)
     assert isinstance(model, Transformer) and model.model_type == "transformer"
