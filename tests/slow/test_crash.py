@@ -89,7 +89,7 @@ def kill_at_checkpoint_write(proc: subprocess.Popen, ckpt_dir: Path, nth: int, t
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
         try:
-            names = {e.name for e in os.scandir(ckpt_dir) if e.name.endswith(".tmp")}
+            names = {e.name for e in os.scandir(ckpt_dir) if e.name.endswith(".partial")}
         except FileNotFoundError:
             names = set()
         new = names - seen
@@ -146,7 +146,7 @@ def test_sigkill_at_random_moments_then_resume_is_bit_identical(setup, tmp_path)
             outcome = "time"
         else:
             hit = kill_at_checkpoint_write(proc, ckpt_dir, nth=rng.randint(1, 3))
-            torn = any(p.name.endswith(".tmp") for p in ckpt_dir.iterdir()) if hit else False
+            torn = any(p.name.endswith(".partial") for p in ckpt_dir.iterdir()) if hit else False
             outcome = "inside a write" if torn else "right after a write" if hit else "none (run ended)"
         proc.wait(timeout=60)
         step = load_checkpoint(ckpt_dir / "last.pt")["train_state"]["step"] if (ckpt_dir / "last.pt").exists() else None
@@ -157,7 +157,7 @@ def test_sigkill_at_random_moments_then_resume_is_bit_identical(setup, tmp_path)
     assert proc.wait(timeout=300) == 0, (tmp_path / "stderr").read_text()[-3000:]
     print("kills (kind, where, exit code, step of last.pt):", *outcomes, sep="\n  ")
     assert sum(code == -signal.SIGKILL for _, _, code, _ in outcomes) >= 8, outcomes
-    assert not list(ckpt_dir.glob("*.tmp")), "a resumed run removes the temporaries of killed writes"
+    assert not list(ckpt_dir.glob(".*.partial")), "a resumed run removes the temporaries of killed writes"
 
     for name in ("last", "best"):
         assert_same_training(load_checkpoint(whole / "checkpoints" / f"{name}.pt"),
