@@ -37,7 +37,16 @@ from attnmt.safe_write import WriteError, open_output
 
 FORMAT_VERSION = 1
 # What translating with a checkpoint needs, and where its weights came from (the step, the scores, the averaged files)
-FOR_TRANSLATION = ("model_type", "model", "vocab_sizes", "train_state", "averaged")
+FOR_TRANSLATION = ("model_type", "model", "vocab_sizes", "train_state", "averaged", "tokenizers")
+
+
+def dense(tensor: torch.Tensor) -> torch.Tensor:
+    """The tensor as a plain CPU tensor: sparse layouts made dense, conjugate and negative views resolved,
+    expanded or strided views copied into contiguous memory (what its bytes are hashed and copied from)."""
+    t = tensor.detach().cpu()
+    if t.layout != torch.strided:
+        t = t.to_dense()
+    return t.resolve_conj().resolve_neg().contiguous()
 
 
 def payload_digest(payload: dict[str, Any]) -> str:
@@ -50,7 +59,7 @@ def payload_digest(payload: dict[str, Any]) -> str:
 
     def walk(x: Any) -> None:
         if isinstance(x, torch.Tensor):
-            t = x.detach().cpu().contiguous()
+            t = dense(x)
             h.update(f"T{t.dtype}{tuple(t.shape)}".encode())
             if t.numel():
                 h.update(memoryview(t.reshape(-1).view(torch.uint8).numpy()))
@@ -131,6 +140,8 @@ def load_checkpoint(path: Path, model_type: str | None = None) -> dict[str, Any]
     if payload["checksum"] != payload_digest(payload):
         raise UserError(f"checkpoint {path} is corrupted (its checksum does not match its contents); "
                         "use another checkpoint (best.pt / last.pt) or retrain")
+    if isinstance(payload["model"], dict):
+        payload["model"] = {k: dense(v) if isinstance(v, torch.Tensor) else v for k, v in payload["model"].items()}
     _check_finite(payload["model"], path)
     if model_type is not None and payload.get("model_type") != model_type:
         raise UserError(f"checkpoint {path} holds a {payload.get('model_type')!r} model, but the config says "
@@ -225,7 +236,8 @@ def average_checkpoints(paths: list[Path], model_type: str | None = None) -> dic
                 for name, t in total.items()}
     last = payloads[-1]
     return {"model_type": last["model_type"], "model": averaged, "vocab_sizes": last.get("vocab_sizes"),
-            "averaged": [str(p.name) for p in paths], "train_state": last.get("train_state", {})}
+            "averaged": [str(p.name) for p in paths], "train_state": last.get("train_state", {}),
+            **({"tokenizers": last["tokenizers"]} if "tokenizers" in last else {})}
 
 
 def average_last(model_dir: Path, last: int | None = None, name: str = "averaged", model_type: str | None = None,

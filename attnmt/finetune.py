@@ -18,9 +18,10 @@ from pathlib import Path
 
 from torch import nn
 
-from attnmt.checkpoint import checkpoint_path, load_checkpoint, load_weights
+from attnmt.checkpoint import checkpoint_path, load_weights
 from attnmt.config import Config, load_config
 from attnmt.errors import UserError
+from attnmt.folder_checkpoint import load_folder_checkpoint
 
 # Settings that change no weight's shape or meaning; every other model setting must be as it was.
 FREE_MODEL_KEYS = ("dropout", "attention")  # attention: the older alias of decoder + score, compared through them
@@ -74,6 +75,6 @@ def copy_processors(init: InitFrom, model_dir: Path) -> None:
 
 def init_weights(model: nn.Module, path: Path, model_type: str) -> int:
     """Load the checkpoint's weights into the model; the number of steps they were trained."""
-    payload = load_checkpoint(path, model_type)
+    payload = load_folder_checkpoint(path.parents[1], path, model_type)
     load_weights(model, payload["model"], path)
     return int(payload.get("train_state", {}).get("step", 0))
