@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import pickle
+import sys
 import warnings
 import zipfile
 from pathlib import Path
@@ -198,15 +199,20 @@ def keep_checkpoint(payload: dict[str, Any], directory: Path, step: int, keep: i
         old.unlink(missing_ok=True)
 
 
-def checkpoint_path(model_dir: Path, name: str) -> Path:
-    """`checkpoints/<name>.pt` of a model folder (best falls back to last); a missing one is a UserError
-    that lists the folder's checkpoints."""
+def checkpoint_path(model_dir: Path, name: str | None = None) -> Path:
+    """`checkpoints/<name>.pt` of a model folder; a missing one is a UserError that lists the folder's checkpoints.
+    No name (the default): best.pt, or last.pt when the folder has no best.pt yet, which a line on stderr says."""
+    if name is None:
+        best, last = model_dir / "checkpoints" / "best.pt", model_dir / "checkpoints" / "last.pt"
+        if not best.is_file() and last.is_file():
+            print(f"attnmt: note: {model_dir} has no checkpoints/best.pt (written at its first validation); "
+                  "using checkpoints/last.pt", file=sys.stderr)
+            return last
+        name = "best"
     if not name or "/" in name or "\\" in name or name.startswith("."):
         raise UserError(f"checkpoint name {name!r} is not valid; pass a name such as best, last, averaged or step3000")
     directory = model_dir / "checkpoints"
     path = directory / f"{name}.pt"
-    if name == "best" and not path.is_file():
-        path = directory / "last.pt"
     if not path.is_file():
         available = sorted(p.stem for p in directory.glob("*.pt")) if directory.is_dir() else []
         hint = " (an ema checkpoint is written by training with train.ema_decay)" if name == "ema" else ""

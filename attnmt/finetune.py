@@ -36,7 +36,7 @@ class InitFrom:
     """Where a fine-tuning run starts: a trained model folder and one of its checkpoints."""
 
     model_dir: Path
-    checkpoint: str = "best"
+    checkpoint: str | None = None
 
 
 def check_init(config: Config, init: InitFrom, model_dir: Path) -> Path:

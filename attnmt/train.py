@@ -50,7 +50,7 @@ from attnmt.optim import EMA, make_optimizer
 from attnmt.resume import check_optimizer_state, check_scheduler_state, resume_payload
 from attnmt.runlog import RunLog, graceful_stop
 from attnmt.schedulers import make_scheduler, steps_per_update
-from attnmt.trainlog import BudgetBar, show_bar
+from attnmt.trainlog import BudgetBar, LossTrend, show_bar
 from attnmt.typed import coerce, ranged
 
 
@@ -140,7 +140,8 @@ def checkpoint_payload(model, optimizer, scheduler, state: TrainState, config: C
 
 
 def train(config: Config, model_dir: str | Path, resume: bool = False, overwrite: bool = False,
-          quiet: bool = False, init_from: str | Path | None = None, init_checkpoint: str = "best") -> TrainResult:
+          quiet: bool = False, init_from: str | Path | None = None,
+          init_checkpoint: str | None = None) -> TrainResult:
     """Train the model a config describes into `model_dir`. init_from: a trained model folder to start from
     (its checkpoint `init_checkpoint` and its tokenizers; attnmt/finetune.py). A run that fails before its
     first checkpoint leaves `model_dir` as it found it (attnmt/model_folder.py)."""
@@ -223,6 +224,7 @@ class Trainer:
         self.scheduler = make_scheduler(self.optimizer, config, self.elapsed_s)
         self.ema = EMA(self.model, t.ema_decay) if t.ema_decay else None  # from the initial weights
         self.amp = autocast_dtype(t.precision, device)
+        self.trend = LossTrend()  # warns when the reported training loss keeps rising
         self.saved_step: int | None = None  # the step checkpoints/last.pt holds, once this run has written or read it
         if resume:
             self.restore(resumed)
@@ -343,6 +345,8 @@ class Trainer:
                                 elapsed_s=round(state.elapsed_s, 3), **extra)
         if progress is not None:
             progress.update(state.step, state.elapsed_s, loss=f"{record['loss']:.3f}")
+        if (warning := self.trend.update(record["loss"], state.step)) is not None and not self.quiet:
+            print(f"attnmt: warning: {warning}", file=sys.stderr)
         self.window = Window()
 
     def stop_reason(self, signals: dict) -> str:

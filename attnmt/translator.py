@@ -213,7 +213,7 @@ class Translator:
                            attention, float(hyp.score))
 
 
-def load(model_dir: str | Path, checkpoint: str = "best", device: str = "cpu", int8: bool = False,
+def load(model_dir: str | Path, checkpoint: str | None = None, device: str = "cpu", int8: bool = False,
          threads: int | None = None, inter_threads: int = 1) -> Translator:
     """Load a trained model folder (as written by `attnmt train`) for translation.
 

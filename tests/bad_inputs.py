@@ -773,6 +773,9 @@ CASES: list[Case] = [
     Case("checkpoint", "`--resume` a `last.pt` whose optimizer state holds a NaN (checksum intact)",
          lambda ws: ["train", str(ws.model / "config.yaml"), "--resume", "--model-dir", str(ws.model_with(
              optimizer_state(lambda s: s["exp_avg_sq"].view(-1).__setitem__(0, float("nan")))))]),
+    Case("checkpoint", "`--checkpoint best` of a folder without `best.pt` (a run stopped before its first validation)",
+         lambda ws: translate(ws.model_with(lambda m: (m / "checkpoints" / "best.pt").unlink()), in_txt(ws),
+                              "--checkpoint", "best")),
     # --- checkpoints and tokenizers (attnmt.folder_checkpoint) -----------------------------------
     Case("model folder", "source and target vocabularies swapped",
          lambda ws: translate(ws.model_with(swapped_vocabularies), in_txt(ws))),

@@ -75,3 +75,19 @@ def test_tensors_of_any_layout_are_checksummed(layout, tmp_path):
     loaded = load_checkpoint(path)["model"]["w"]
     assert loaded.layout == torch.strided and loaded.is_contiguous()
     assert torch.equal(loaded, tensor.to_dense() if layout == "sparse" else tensor.resolve_conj())
+
+
+def test_checkpoint_best_means_best_pt_and_the_default_says_when_it_loads_last(tiny_model, tmp_path, capsys):
+    model = copy_of(tiny_model, tmp_path)
+    (model / "checkpoints" / "best.pt").unlink()  # a run stopped before its first validation
+    src = tmp_path / "in.txt"
+    src.write_text("a b\n", encoding="utf-8")
+    line = refused(["translate", "--model", str(model), "--input", str(src), "--checkpoint", "best"], capsys)
+    assert line == f"attnmt: error: {model} has no checkpoint 'best'; available: last"
+    assert main(["translate", "--model", str(model), "--input", str(src)]) == 0
+    out, err = capsys.readouterr()
+    assert len(out.splitlines()) == 1
+    assert err.splitlines() == [f"attnmt: note: {model} has no checkpoints/best.pt (written at its first validation); "
+                                "using checkpoints/last.pt"]
+    assert main(["translate", "--model", str(tiny_model), "--input", str(src)]) == 0  # best.pt there: no note
+    assert capsys.readouterr().err == ""

@@ -138,3 +138,24 @@ def test_a_resume_with_a_broken_optimizer_state_exits_within_seconds(sigterm, ti
         process.kill()
     err = process.stderr.read().decode()
     assert code in ((2, 143) if sigterm else (2,)) and len(err.splitlines()) == 1, (code, err)
+
+
+def test_a_training_loss_that_keeps_rising_is_warned_of_once(tiny_corpus, tmp_path, monkeypatch, capsys):
+    from attnmt import loss as loss_module
+    from attnmt.train import train
+
+    original, calls = loss_module.nll_loss, {"n": 0}
+
+    def rising(logits, tgt_out, *args, **kwargs):  # the training loss times 2 ** n: it rises at every report
+        loss = original(logits, tgt_out, *args, **kwargs)
+        if torch.is_grad_enabled():
+            calls["n"] += 1
+            return loss * 2.0 ** calls["n"]
+        return loss
+
+    monkeypatch.setattr(loss_module, "nll_loss", rising)
+    train(tiny_config(tiny_corpus, max_steps=9, valid_every=100, log_every=1), tmp_path / "m")
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "risen" in line]
+    assert len(warnings) == 1 and warnings[0].startswith(
+        "attnmt: warning: the training loss has risen for 5 reports in a row, to ")
+    assert warnings[0].endswith(" at step 6; if it goes on rising, stop the run and resume it with a lower train.lr")

@@ -24,7 +24,7 @@ def cmd_train(args) -> None:
         raise UserError("--checkpoint names the checkpoint of --init-from's model; add --init-from MODEL_DIR")
     # train prints the run's lines, its closing summary last
     result = train(config, model_dir, resume=args.resume, overwrite=args.overwrite, init_from=args.init_from,
-                   init_checkpoint=args.checkpoint or "best")
+                   init_checkpoint=args.checkpoint)
     if result.state.stop_reason == "interrupted" and result.signal:  # its summary said how to continue
         raise Stopped(128 + result.signal)
 

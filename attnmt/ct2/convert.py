@@ -50,7 +50,7 @@ def attention_choice(config) -> tuple[int, int | None]:
 
 
 def export_ctranslate2(model_dir: str | Path, out: str | Path, quantization: str = "float32",
-                       checkpoint: str = "best", overwrite: bool = False) -> Path:
+                       checkpoint: str | None = None, overwrite: bool = False) -> Path:
     """Write ``model_dir``'s Transformer as a CTranslate2 model to ``out``; returns ``out``."""
     model_dir, out = Path(model_dir), Path(out)
     config = model_config(model_dir)
@@ -72,7 +72,7 @@ def export_ctranslate2(model_dir: str | Path, out: str | Path, quantization: str
     converter = _Converter(weights, config.model, list(src.vocab.tokens), list(tgt.vocab.tokens), layer, head,
                            ctranslate2)
     record = {"format": "ctranslate2", "ctranslate2": ctranslate2.__version__, "quantization": quantization,
-              "checkpoint": checkpoint, "attention_layer": layer, "attention_head": head,
+              "checkpoint": path.stem, "attention_layer": layer, "attention_head": head,
               "max_positions": MAX_POSITIONS, "parameters": _parameters(weights)}
     out.parent.mkdir(parents=True, exist_ok=True)
     with output_folder(out) as folder:  # complete, or the folder there before: never half an export
