@@ -41,7 +41,7 @@ from attnmt.data.loading import batch_of, load_data, training_batches
 from attnmt.data.store import tokenizer_hash
 from attnmt.distributed import World, close_world, init_world
 from attnmt.errors import UserError
-from attnmt.finetune import InitFrom, check_init, copy_processors, init_weights
+from attnmt.finetune import InitFrom, check_init, copy_processors, init_weights, report_coverage
 from attnmt.guidance import make_guidance
 from attnmt.loss import step_loss, validation_loss
 from attnmt.model_folder import open_model_folder
@@ -215,6 +215,7 @@ class Trainer:
         if init_path is not None:  # before the EMA copies the weights
             log.event("init", step=0, init_from=str(init_path),
                       trained_steps=init_weights(self.model, init_path, config.model.type))
+            report_coverage(self.train_data, log, quiet)  # the new corpus's tokens the trained vocabularies know
         self.model.to(device)
         # DDP averages gradients over processes; the loss is scaled so that the average equals the
         # gradient of (summed loss / target tokens) over the global batch, as in one process.
