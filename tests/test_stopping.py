@@ -46,7 +46,9 @@ def test_an_interrupted_training_run_exits_with_the_signals_code(signum, code, t
     assert load_checkpoint(tmp_path / "m" / "checkpoints" / "last.pt")["train_state"]["step"] == 3
 
 
-def test_sigterm_ends_translation_at_once_and_writes_no_output(tiny_model, tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize("command", ["translate", "evaluate"])
+def test_sigterm_ends_translation_and_evaluation_at_once_and_writes_no_output(command, tiny_model, tmp_path, capsys,
+                                                                              monkeypatch):
     def terminated(self, *args, **kwargs):
         os.kill(os.getpid(), signal.SIGTERM)
         raise AssertionError("SIGTERM did not end the command")
@@ -54,7 +56,8 @@ def test_sigterm_ends_translation_at_once_and_writes_no_output(tiny_model, tmp_p
     monkeypatch.setattr(Translator, "translate", terminated)
     src, out = tmp_path / "in.txt", tmp_path / "out.txt"
     src.write_text("a b\n", encoding="utf-8")
-    assert main(["translate", "--model", str(tiny_model), "--input", str(src), "--output", str(out)]) == 143
+    extra = ["--input", str(src)] if command == "translate" else ["--src", str(src), "--ref", str(src)]
+    assert main([command, "--model", str(tiny_model), *extra, "--output", str(out)]) == 143
     assert capsys.readouterr().err.splitlines() == ["attnmt: terminated"]
     assert not out.exists() and os.listdir(tmp_path) == ["in.txt"]
 
