@@ -91,3 +91,20 @@ def test_checkpoint_best_means_best_pt_and_the_default_says_when_it_loads_last(t
                                 "using checkpoints/last.pt"]
     assert main(["translate", "--model", str(tiny_model), "--input", str(src)]) == 0  # best.pt there: no note
     assert capsys.readouterr().err == ""
+
+
+def test_an_empty_sentencepiece_model_is_one_line_without_a_recorded_hash_too(tiny_model, tmp_path, capsys):
+    """A checkpoint written before checkpoints recorded their tokenizers: the empty file itself is refused."""
+    model = copy_of(tiny_model, tmp_path)
+    best = model / "checkpoints" / "best.pt"
+    payload = load_checkpoint(best)
+    for key in ("format_version", "checksum", "tokenizers"):
+        del payload[key]
+    save_checkpoint(payload, best)
+    (model / "src.json").write_text(json.dumps({"kind": "bpe"}), encoding="utf-8")
+    (model / "src.model").write_bytes(b"")
+    src = tmp_path / "in.txt"
+    src.write_text("a b\n", encoding="utf-8")
+    assert refused(["translate", "--model", str(model), "--input", str(src)], capsys) == (
+        f"attnmt: error: {model / 'src.model'} is empty, not a sentencepiece model; restore it from the model folder "
+        "it came from, or retrain the tokenizer")
