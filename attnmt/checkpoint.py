@@ -3,7 +3,9 @@
 A checkpoint holds only tensors and plain Python values, so it loads with
 `torch.load(..., weights_only=True)`: a file crafted to run code when unpickled is refused.
 It is validated (format version, a SHA-256 checksum of its contents, model type, parameter names
-and shapes, finite weights) before use. A file without its checksum is refused: every checkpoint
+and shapes, finite weights) before use. Tensors are checksummed, and loaded, as dense contiguous
+tensors (`dense`), whatever their layout or view; which tokenizers a checkpoint goes with is
+attnmt/folder_checkpoint.py's concern. A file without its checksum is refused: every checkpoint
 attnmt has written carries one (format version 1 has had it from the start), so its absence means the
 file was edited or made by something else, and corruption could not be told from good weights.
 Weights with a NaN or an infinity are refused too: they translate every sentence into nothing.
