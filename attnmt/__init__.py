@@ -5,7 +5,7 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 
-def load(model_dir, checkpoint: str = "best", device: str = "cpu", int8: bool = False, threads: int | None = None,
+def load(model_dir, checkpoint: str | None = None, device: str = "cpu", int8: bool = False, threads: int | None = None,
          inter_threads: int = 1):
     """Load a trained model folder; returns a Translator whose `translate(sentences, beam=...)`
     gives text, source and target tokens and the attention matrix of each sentence.

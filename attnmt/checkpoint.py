@@ -3,7 +3,9 @@
 A checkpoint holds only tensors and plain Python values, so it loads with
 `torch.load(..., weights_only=True)`: a file crafted to run code when unpickled is refused.
 It is validated (format version, a SHA-256 checksum of its contents, model type, parameter names
-and shapes, finite weights) before use. A file without its checksum is refused: every checkpoint
+and shapes, finite weights) before use. Tensors are checksummed, and loaded, as dense contiguous
+tensors (`dense`), whatever their layout or view; which tokenizers a checkpoint goes with is
+attnmt/folder_checkpoint.py's concern. A file without its checksum is refused: every checkpoint
 attnmt has written carries one (format version 1 has had it from the start), so its absence means the
 file was edited or made by something else, and corruption could not be told from good weights.
 Weights with a NaN or an infinity are refused too: they translate every sentence into nothing.
@@ -23,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import pickle
+import sys
 import warnings
 import zipfile
 from pathlib import Path
@@ -37,7 +40,16 @@ from attnmt.safe_write import WriteError, open_output
 
 FORMAT_VERSION = 1
 # What translating with a checkpoint needs, and where its weights came from (the step, the scores, the averaged files)
-FOR_TRANSLATION = ("model_type", "model", "vocab_sizes", "train_state", "averaged")
+FOR_TRANSLATION = ("model_type", "model", "vocab_sizes", "train_state", "averaged", "tokenizers")
+
+
+def dense(tensor: torch.Tensor) -> torch.Tensor:
+    """The tensor as a plain CPU tensor: sparse layouts made dense, conjugate and negative views resolved,
+    expanded or strided views copied into contiguous memory (what its bytes are hashed and copied from)."""
+    t = tensor.detach().cpu()
+    if t.layout != torch.strided:
+        t = t.to_dense()
+    return t.resolve_conj().resolve_neg().contiguous()
 
 
 def payload_digest(payload: dict[str, Any]) -> str:
@@ -50,7 +62,7 @@ def payload_digest(payload: dict[str, Any]) -> str:
 
     def walk(x: Any) -> None:
         if isinstance(x, torch.Tensor):
-            t = x.detach().cpu().contiguous()
+            t = dense(x)
             h.update(f"T{t.dtype}{tuple(t.shape)}".encode())
             if t.numel():
                 h.update(memoryview(t.reshape(-1).view(torch.uint8).numpy()))
@@ -131,6 +143,8 @@ def load_checkpoint(path: Path, model_type: str | None = None) -> dict[str, Any]
     if payload["checksum"] != payload_digest(payload):
         raise UserError(f"checkpoint {path} is corrupted (its checksum does not match its contents); "
                         "use another checkpoint (best.pt / last.pt) or retrain")
+    if isinstance(payload["model"], dict):
+        payload["model"] = {k: dense(v) if isinstance(v, torch.Tensor) else v for k, v in payload["model"].items()}
     _check_finite(payload["model"], path)
     if model_type is not None and payload.get("model_type") != model_type:
         raise UserError(f"checkpoint {path} holds a {payload.get('model_type')!r} model, but the config says "
@@ -187,15 +201,20 @@ def keep_checkpoint(payload: dict[str, Any], directory: Path, step: int, keep: i
         old.unlink(missing_ok=True)
 
 
-def checkpoint_path(model_dir: Path, name: str) -> Path:
-    """`checkpoints/<name>.pt` of a model folder (best falls back to last); a missing one is a UserError
-    that lists the folder's checkpoints."""
+def checkpoint_path(model_dir: Path, name: str | None = None) -> Path:
+    """`checkpoints/<name>.pt` of a model folder; a missing one is a UserError that lists the folder's checkpoints.
+    No name (the default): best.pt, or last.pt when the folder has no best.pt yet, which a line on stderr says."""
+    if name is None:
+        best, last = model_dir / "checkpoints" / "best.pt", model_dir / "checkpoints" / "last.pt"
+        if not best.is_file() and last.is_file():
+            print(f"attnmt: note: {model_dir} has no checkpoints/best.pt (written at its first validation); "
+                  "using checkpoints/last.pt", file=sys.stderr)
+            return last
+        name = "best"
     if not name or "/" in name or "\\" in name or name.startswith("."):
         raise UserError(f"checkpoint name {name!r} is not valid; pass a name such as best, last, averaged or step3000")
     directory = model_dir / "checkpoints"
     path = directory / f"{name}.pt"
-    if name == "best" and not path.is_file():
-        path = directory / "last.pt"
     if not path.is_file():
         available = sorted(p.stem for p in directory.glob("*.pt")) if directory.is_dir() else []
         hint = " (an ema checkpoint is written by training with train.ema_decay)" if name == "ema" else ""
@@ -225,7 +244,8 @@ def average_checkpoints(paths: list[Path], model_type: str | None = None) -> dic
                 for name, t in total.items()}
     last = payloads[-1]
     return {"model_type": last["model_type"], "model": averaged, "vocab_sizes": last.get("vocab_sizes"),
-            "averaged": [str(p.name) for p in paths], "train_state": last.get("train_state", {})}
+            "averaged": [str(p.name) for p in paths], "train_state": last.get("train_state", {}),
+            **({"tokenizers": last["tokenizers"]} if "tokenizers" in last else {})}
 
 
 def average_last(model_dir: Path, last: int | None = None, name: str = "averaged", model_type: str | None = None,

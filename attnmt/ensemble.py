@@ -80,7 +80,7 @@ def check_vocabularies(translators: Sequence, names: Sequence[str]) -> None:
                                 "vocabularies (trained with the same data and data.* settings)")
 
 
-def load_ensemble(model_dirs: Sequence[str | Path], checkpoint: str = "best", device: str = "cpu",
+def load_ensemble(model_dirs: Sequence[str | Path], checkpoint: str | None = None, device: str = "cpu",
                   int8: bool = False, weights: Sequence[float] | None = None):
     """A Translator over the ensemble of the model folders (the first one's tokenizers and decode settings)."""
     from attnmt.translator import Translator, load

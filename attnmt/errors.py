@@ -12,6 +12,19 @@ class UserError(Exception):
     """A problem with the user's input, files or configuration, not a bug in attnmt."""
 
 
+class Stopped(Exception):
+    """A command that a signal ended early, having said where it stopped: the CLI exits with `code` (128 + the
+    signal's number: 130 for SIGINT, 143 for SIGTERM), so that a script does not go on as if it had finished."""
+
+    def __init__(self, code: int):
+        super().__init__(f"stopped by a signal (exit code {code})")
+        self.code = code
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the command is (attnmt.cli.main's handler): outputs are cleaned up as for Ctrl-C."""
+
+
 def edit_distance(a: str, b: str) -> int:
     """Levenshtein distance with adjacent transpositions counted as one edit (``trian`` -> ``train``: 1)."""
     previous2: list[int] = []

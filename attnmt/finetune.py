@@ -5,7 +5,9 @@ domain's) starting from the weights of MODEL_DIR/checkpoints/NAME.pt, with MODEL
 vocabularies, which the new corpus is encoded with. The optimizer, the learning-rate schedule, the step
 count and the best validation score start fresh. `check_init` refuses, in one line, a config whose model
 or tokenizer settings differ from the trained model's (both must be as they were); `copy_processors`
-puts the tokenizers into the new model folder, which then translates on its own.
+puts the tokenizers into the new model folder, which then translates on its own. `report_coverage` says at
+the start which share of the new corpus's tokens the trained vocabularies know, and warns under
+`COVERAGE_WARNING` (the rest become <unk>).
 """
 
 from __future__ import annotations
@@ -13,14 +15,18 @@ from __future__ import annotations
 import dataclasses
 import re
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 from torch import nn
 
-from attnmt.checkpoint import checkpoint_path, load_checkpoint, load_weights
+from attnmt.checkpoint import checkpoint_path, load_weights
 from attnmt.config import Config, load_config
 from attnmt.errors import UserError
+from attnmt.folder_checkpoint import load_folder_checkpoint
+from attnmt.special import UNK_ID
 
 # Settings that change no weight's shape or meaning; every other model setting must be as it was.
 FREE_MODEL_KEYS = ("dropout", "attention")  # attention: the older alias of decoder + score, compared through them
@@ -28,6 +34,8 @@ FREE_MODEL_KEYS = ("dropout", "attention")  # attention: the older alias of deco
 TOKENIZER_KEYS = {"tokenizer": None, "joint_vocab": None, "lowercase": None, "vocab_size": ("bpe", "unigram"),
                   "max_vocab": ("word",), "min_freq": ("word",)}
 PROCESSOR_FILE = re.compile(r"(src|tgt|joint)\.(model|vocab|json)")
+COVERAGE_WARNING = 0.95  # a share of the new corpus's tokens known to the trained vocabularies under this is warned of
+CHUNK = 1 << 22  # ids counted at a time
 
 
 @dataclass
@@ -35,7 +43,7 @@ class InitFrom:
     """Where a fine-tuning run starts: a trained model folder and one of its checkpoints."""
 
     model_dir: Path
-    checkpoint: str = "best"
+    checkpoint: str | None = None
 
 
 def check_init(config: Config, init: InitFrom, model_dir: Path) -> Path:
@@ -74,6 +82,34 @@ def copy_processors(init: InitFrom, model_dir: Path) -> None:
 
 def init_weights(model: nn.Module, path: Path, model_type: str) -> int:
     """Load the checkpoint's weights into the model; the number of steps they were trained."""
-    payload = load_checkpoint(path, model_type)
+    payload = load_folder_checkpoint(path.parents[1], path, model_type)
     load_weights(model, payload["model"], path)
     return int(payload.get("train_state", {}).get("step", 0))
+
+
+def vocabulary_coverage(data) -> dict[str, float]:
+    """Per side (src, tgt), the share of the training store's tokens that are not <unk>."""
+    shares = {}
+    for side in ("src", "tgt"):
+        total = int(data.meta[f"{side}_tokens"])
+        if not total:
+            shares[side] = 1.0
+            continue
+        ids = np.memmap(data.folder / f"{side}.ids", dtype=data.meta["ids_dtype"], mode="r", shape=(total,))
+        unknown = sum(int(np.count_nonzero(ids[i:i + CHUNK] == UNK_ID)) for i in range(0, total, CHUNK))
+        shares[side] = 1.0 - unknown / total
+    return shares
+
+
+def report_coverage(data, log, quiet: bool) -> None:
+    """Say which share of the new corpus's tokens the trained vocabularies cover; warn under COVERAGE_WARNING."""
+    shares = vocabulary_coverage(data)
+    log.event("vocabulary_coverage", step=0, **shares)
+    log.say(f"the trained vocabularies cover {shares['src']:.1%} of the corpus's source tokens and "
+            f"{shares['tgt']:.1%} of its target tokens")
+    low = [f"{share:.1%} of its {'source' if side == 'src' else 'target'} tokens" for side, share in shares.items()
+           if share < COVERAGE_WARNING]
+    if low and not quiet:
+        print(f"attnmt: warning: the trained model's vocabularies cover only {' and '.join(low)} of this corpus "
+              f"(under {COVERAGE_WARNING:.0%}); the rest are trained as <unk>: a model trained on this corpus with "
+              "its own tokenizers may translate it better", file=sys.stderr)

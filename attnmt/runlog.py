@@ -65,15 +65,16 @@ class RunLog:
 
 @contextmanager
 def graceful_stop(notice: bool = False) -> Iterator[dict]:
-    """First SIGINT/SIGTERM asks the loop to stop after the current step (with a checkpoint);
-    a second SIGINT stops at once. notice: say so on stderr at the first Ctrl-C."""
-    flag = {"stop": False}
+    """First SIGINT/SIGTERM asks the loop to stop after the current step (with a checkpoint); the flag's
+    "signal" is the first one's number (the command's exit code is 128 + it). A second SIGINT stops at once.
+    notice: say so on stderr at the first Ctrl-C."""
+    flag: dict = {"stop": False, "signal": None}
     previous = {}
 
     def handler(signum, frame):
         if flag["stop"] and signum == signal.SIGINT:
             raise KeyboardInterrupt
-        flag["stop"] = True
+        flag["stop"], flag["signal"] = True, flag["signal"] or signum
         if notice and signum == signal.SIGINT:
             print("\nattnmt: stopping after this step, with a checkpoint to --resume from; Ctrl-C again stops at once",
                   file=sys.stderr, flush=True)

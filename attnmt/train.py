@@ -32,24 +32,25 @@ from attnmt.checkpoint import (
     CheckpointWriteError,
     for_translation,
     keep_checkpoint,
-    load_checkpoint,
     load_weights,
     save_checkpoint,
 )
 from attnmt.config import Config, config_to_dict, save_config
 from attnmt.data.corpus import MAX_LINE_BYTES
 from attnmt.data.loading import batch_of, load_data, training_batches
+from attnmt.data.store import tokenizer_hash
 from attnmt.distributed import World, close_world, init_world
 from attnmt.errors import UserError
-from attnmt.finetune import InitFrom, check_init, copy_processors, init_weights
+from attnmt.finetune import InitFrom, check_init, copy_processors, init_weights, report_coverage
 from attnmt.guidance import make_guidance
 from attnmt.loss import step_loss, validation_loss
 from attnmt.model_folder import open_model_folder
 from attnmt.models import build_model
 from attnmt.optim import EMA, make_optimizer
+from attnmt.resume import check_optimizer_state, check_scheduler_state, resume_payload
 from attnmt.runlog import RunLog, graceful_stop
 from attnmt.schedulers import make_scheduler, steps_per_update
-from attnmt.trainlog import BudgetBar, show_bar
+from attnmt.trainlog import BudgetBar, LossTrend, show_bar
 from attnmt.typed import coerce, ranged
 
 
@@ -99,6 +100,7 @@ class TrainResult:
     model_dir: Path
     state: TrainState
     history: list[dict] = field(default_factory=list)
+    signal: int | None = None  # the signal (SIGINT / SIGTERM) that interrupted the run
 
 
 def set_threads(threads: int | None) -> None:
@@ -123,7 +125,8 @@ def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
 
 
 def checkpoint_payload(model, optimizer, scheduler, state: TrainState, config: Config, src_vocab: int,
-                       tgt_vocab: int) -> dict:
+                       tgt_vocab: int, tokenizers: str) -> dict:
+    """What a checkpoint holds; `tokenizers`: the hash of the model folder's tokenizers (refused when they differ)."""
     return {
         "model_type": config.model.type,
         "model": model.state_dict(),
@@ -132,11 +135,13 @@ def checkpoint_payload(model, optimizer, scheduler, state: TrainState, config: C
         "train_state": asdict(state),
         "rng": torch.get_rng_state(),
         "vocab_sizes": [src_vocab, tgt_vocab],
+        "tokenizers": tokenizers,
     }
 
 
 def train(config: Config, model_dir: str | Path, resume: bool = False, overwrite: bool = False,
-          quiet: bool = False, init_from: str | Path | None = None, init_checkpoint: str = "best") -> TrainResult:
+          quiet: bool = False, init_from: str | Path | None = None,
+          init_checkpoint: str | None = None) -> TrainResult:
     """Train the model a config describes into `model_dir`. init_from: a trained model folder to start from
     (its checkpoint `init_checkpoint` and its tokenizers; attnmt/finetune.py). A run that fails before its
     first checkpoint leaves `model_dir` as it found it (attnmt/model_folder.py)."""
@@ -200,14 +205,17 @@ class Trainer:
         t = self.t
         reuse = resume or init_path is not None  # the tokenizers in model_dir: its own, or copied from init_from
         log.say(f"{model_dir}: reading the corpus and {'loading' if reuse else 'training'} the tokenizers")
+        resumed = resume_payload(model_dir, config.model.type) if resume else None  # checked before the data
         self.train_data, self.valid_data, self.src_proc, self.tgt_proc = load_data(
             config, model_dir, resume, log, world, tokenizers=model_dir if init_path is not None else None)
+        self.tokenizers = tokenizer_hash(model_dir)  # recorded in every checkpoint
         # guided alignment: the training pairs' word links as the loss asks for them (None: unguided)
         self.guidance = make_guidance(config, self.train_data, self.src_proc, self.tgt_proc, log)
         self.model = build_model(config.model, len(self.src_proc.vocab), len(self.tgt_proc.vocab))
         if init_path is not None:  # before the EMA copies the weights
             log.event("init", step=0, init_from=str(init_path),
                       trained_steps=init_weights(self.model, init_path, config.model.type))
+            report_coverage(self.train_data, log, quiet)  # the new corpus's tokens the trained vocabularies know
         self.model.to(device)
         # DDP averages gradients over processes; the loss is scaled so that the average equals the
         # gradient of (summed loss / target tokens) over the global batch, as in one process.
@@ -217,9 +225,10 @@ class Trainer:
         self.scheduler = make_scheduler(self.optimizer, config, self.elapsed_s)
         self.ema = EMA(self.model, t.ema_decay) if t.ema_decay else None  # from the initial weights
         self.amp = autocast_dtype(t.precision, device)
+        self.trend = LossTrend()  # warns when the reported training loss keeps rising
         self.saved_step: int | None = None  # the step checkpoints/last.pt holds, once this run has written or read it
         if resume:
-            self.restore()
+            self.restore(resumed)
             self.saved_step = self.state.step
         log.event("start", step=self.state.step, model=config.model.type,
                   parameters=sum(p.numel() for p in self.model.parameters()), train_pairs=len(self.train_data),
@@ -260,7 +269,7 @@ class Trainer:
                 self.validate()
         self.log.event("end", step=state.step, epoch=state.epoch, reason=state.stop_reason, elapsed_s=state.elapsed_s,
                        model_dir=str(self.model_dir), validated=self.valid_data is not None, **self.best())
-        return TrainResult(self.model_dir, state, self.history)
+        return TrainResult(self.model_dir, state, self.history, signals["signal"] if state.stop_reason else None)
 
     def best(self) -> dict:
         """The best validation so far, by train.early_stopping_metric, for the log; {} before the first."""
@@ -337,6 +346,8 @@ class Trainer:
                                 elapsed_s=round(state.elapsed_s, 3), **extra)
         if progress is not None:
             progress.update(state.step, state.elapsed_s, loss=f"{record['loss']:.3f}")
+        if (warning := self.trend.update(record["loss"], state.step)) is not None and not self.quiet:
+            print(f"attnmt: warning: {warning}", file=sys.stderr)
         self.window = Window()
 
     def stop_reason(self, signals: dict) -> str:
@@ -434,7 +445,7 @@ class Trainer:
 
     def write_checkpoints(self, name: str) -> None:
         payload = checkpoint_payload(self.model, self.optimizer, self.scheduler, self.state, self.config,
-                                     len(self.src_proc.vocab), len(self.tgt_proc.vocab))
+                                     len(self.src_proc.vocab), len(self.tgt_proc.vocab), self.tokenizers)
         if self.ema is not None:
             payload["ema"] = self.ema.state_dict()
             if name == "best":  # the averaged weights that were validated, loadable with --checkpoint ema
@@ -445,12 +456,14 @@ class Trainer:
         if name == "last" and self.t.keep_checkpoints:
             keep_checkpoint(payload, self.ckpt_dir, self.state.step, self.t.keep_checkpoints)
 
-    def restore(self) -> None:
-        """Continue from checkpoints/last.pt: weights, optimizer, scheduler, EMA, state and RNG."""
+    def restore(self, payload: dict) -> None:
+        """Continue from checkpoints/last.pt (`payload`): weights, optimizer, scheduler, EMA, state and RNG, the
+        optimizer's and scheduler's state checked against the model first (attnmt/resume.py)."""
         t, path = self.t, self.ckpt_dir / "last.pt"
-        payload = load_checkpoint(path, self.config.model.type)
         load_weights(self.model, payload["model"], path)
         try:
+            check_optimizer_state(payload["optimizer"], self.optimizer, path)
+            check_scheduler_state(payload["scheduler"], self.scheduler, path)
             self.optimizer.load_state_dict(payload["optimizer"])
             if self.scheduler is not None and payload["scheduler"]:
                 self.scheduler.load_state_dict(payload["scheduler"])

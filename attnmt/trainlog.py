@@ -202,3 +202,22 @@ class BudgetBar:
 
     def close(self) -> None:
         self.bar.close()
+
+
+RISING_REPORTS = 5  # reports in a row whose training loss rose before LossTrend warns
+
+
+class LossTrend:
+    """The training loss of each report (train.log_every steps) against the one before: after `n` rises in a row
+    a warning line (once per such streak), since a loss that keeps rising means a learning rate that is too high."""
+
+    def __init__(self, n: int = RISING_REPORTS):
+        self.n, self.rises, self.last = n, 0, math.inf
+
+    def update(self, loss: float, step: int) -> str | None:
+        """The warning to print when this report makes `n` rises in a row, else None."""
+        self.rises, self.last = (self.rises + 1 if loss > self.last else 0), loss
+        if self.rises != self.n:
+            return None
+        return (f"the training loss has risen for {self.n} reports in a row, to {loss:.4f} at step {step:,}; "
+                "if it goes on rising, stop the run and resume it with a lower train.lr")

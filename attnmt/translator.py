@@ -8,11 +8,12 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from attnmt.checkpoint import checkpoint_path, load_checkpoint, load_weights
+from attnmt.checkpoint import checkpoint_path, load_weights
 from attnmt.config import Config
 from attnmt.data.batching import collate
 from attnmt.data.dataset import TextProcessor, load_processors
 from attnmt.errors import UserError
+from attnmt.folder_checkpoint import load_folder_checkpoint
 from attnmt.forced import eval_mode
 from attnmt.models import build_model
 from attnmt.parallel import map_in_processes
@@ -212,7 +213,7 @@ class Translator:
                            attention, float(hyp.score))
 
 
-def load(model_dir: str | Path, checkpoint: str = "best", device: str = "cpu", int8: bool = False,
+def load(model_dir: str | Path, checkpoint: str | None = None, device: str = "cpu", int8: bool = False,
          threads: int | None = None, inter_threads: int = 1) -> Translator:
     """Load a trained model folder (as written by `attnmt train`) for translation.
 
@@ -239,9 +240,9 @@ def load(model_dir: str | Path, checkpoint: str = "best", device: str = "cpu", i
             raise UserError(f"--threads {threads} is out of range; allowed: 1 or more")
         torch.set_num_threads(threads)
     config = model_config(model_dir)
-    src, tgt = load_processors(model_dir)
     path = checkpoint_path(model_dir, checkpoint)
-    payload = load_checkpoint(path, config.model.type)
+    payload = load_folder_checkpoint(model_dir, path, config.model.type)  # the tokenizers checked before they load
+    src, tgt = load_processors(model_dir)
     model = build_model(config.model, len(src.vocab), len(tgt.vocab))
     load_weights(model, payload["model"], path)
     model.to(device).eval()

@@ -209,10 +209,34 @@ def align(ws: Workspace, *extra: str) -> list[str]:
 
 
 def swapped_target_words(m: Path) -> None:
-    """Target ids 4 and 5 exchanged: the same shapes, another vocabulary."""
+    """Target ids 4 and 5 exchanged: the same shapes, another vocabulary (its checkpoint's record of it too)."""
+    from attnmt.checkpoint import load_checkpoint, save_checkpoint
+    from attnmt.data.store import tokenizer_hash
+
     lines = (m / "tgt.vocab").read_text(encoding="utf-8").splitlines(keepends=True)
     lines[4], lines[5] = lines[5], lines[4]
     (m / "tgt.vocab").write_text("".join(lines), encoding="utf-8")
+    path = m / "checkpoints" / "best.pt"
+    payload = load_checkpoint(path)
+    del payload["format_version"], payload["checksum"]
+    save_checkpoint({**payload, "tokenizers": tokenizer_hash(m)}, path)
+
+
+def swapped_vocabularies(m: Path) -> None:
+    (m / "src.vocab").rename(m / "was_src.vocab")
+    (m / "tgt.vocab").rename(m / "src.vocab")
+    (m / "was_src.vocab").rename(m / "tgt.vocab")
+
+
+def emptied_sentencepiece_model(m: Path) -> None:
+    (m / "src.json").write_text('{"kind": "bpe"}', encoding="utf-8")
+    (m / "src.model").write_bytes(b"")
+
+
+def expanded_weight(payload: dict) -> None:
+    """A weight stored as an expanded view (stride 0), as `Tensor.expand` makes it."""
+    name = next(n for n, t in payload["model"].items() if t.dim() == 1)
+    payload["model"][name] = payload["model"][name][:1].expand(payload["model"][name].shape[0])
 
 
 def long_line(ws: Workspace, n: int = 600) -> Path:
@@ -340,6 +364,20 @@ def malformed_state(m: Path) -> None:
     del payload["format_version"], payload["checksum"]
     payload["train_state"]["step"] = -5
     save_checkpoint(payload, path)
+
+
+def optimizer_state(change: Callable[[dict], None]) -> Callable[[Path], None]:
+    """An edit of last.pt's optimizer state for the first parameter (checksum intact)."""
+    def edit(m: Path) -> None:
+        from attnmt.checkpoint import load_checkpoint, save_checkpoint
+
+        path = m / "checkpoints" / "last.pt"
+        payload = load_checkpoint(path)
+        del payload["format_version"], payload["checksum"]
+        change(payload["optimizer"]["state"][0])
+        save_checkpoint(payload, path)
+
+    return edit
 
 
 def lol_bomb(levels: int, width: int) -> str:
@@ -729,6 +767,26 @@ CASES: list[Case] = [
     Case("checkpoint", "`--resume` a `last.pt` whose `train_state.step` is -5 (checksum intact)",
          lambda ws: ["train", str(ws.model / "config.yaml"), "--resume", "--model-dir",
                      str(ws.model_with(malformed_state))]),
+    Case("checkpoint", "`--resume` a `last.pt` whose optimizer state has the wrong shapes (checksum intact)",
+         lambda ws: ["train", str(ws.model / "config.yaml"), "--resume", "--model-dir", str(ws.model_with(
+             optimizer_state(lambda s: s.update(exp_avg=torch.zeros(7, 3)))))]),
+    Case("checkpoint", "`--resume` a `last.pt` whose optimizer state holds a NaN (checksum intact)",
+         lambda ws: ["train", str(ws.model / "config.yaml"), "--resume", "--model-dir", str(ws.model_with(
+             optimizer_state(lambda s: s["exp_avg_sq"].view(-1).__setitem__(0, float("nan")))))]),
+    Case("checkpoint", "`--checkpoint best` of a folder without `best.pt` (a run stopped before its first validation)",
+         lambda ws: translate(ws.model_with(lambda m: (m / "checkpoints" / "best.pt").unlink()), in_txt(ws),
+                              "--checkpoint", "best")),
+    # --- checkpoints and tokenizers (attnmt.folder_checkpoint) -----------------------------------
+    Case("model folder", "source and target vocabularies swapped",
+         lambda ws: translate(ws.model_with(swapped_vocabularies), in_txt(ws))),
+    Case("model folder", "an empty sentencepiece model (`src.model` of 0 bytes)",
+         lambda ws: translate(ws.model_with(emptied_sentencepiece_model), in_txt(ws))),
+    Case("model folder", "`train --resume` with the vocabularies swapped",
+         lambda ws: ["train", str(ws.model / "config.yaml"), "--resume", "--model-dir",
+                     str(ws.model_with(swapped_vocabularies))]),
+    Case("checkpoint", "a weight saved as an expanded view (checksummed as dense, contiguous bytes)",
+         lambda ws: translate(ws.best_payload(expanded_weight), ws.file("three.txt", "a b\nc\nd e\n")), code=0,
+         summary=lambda ws, out: lines_in_out(ws, out, "a b\nc\nd e\n")),
     Case("serve", "`--port` in use by another program",
          lambda ws: ["serve", "--model", str(ws.model), "--port", str(ws.notes["port"])], around=port_in_use),
 ]

@@ -77,7 +77,18 @@ def swapped_target_words(tiny_model, tmp_path):
     lines = (other / "tgt.vocab").read_text(encoding="utf-8").splitlines(keepends=True)
     lines[4], lines[5] = lines[5], lines[4]
     (other / "tgt.vocab").write_text("".join(lines), encoding="utf-8")
+    rerecord_tokenizers(other)  # a model trained with that vocabulary, not one whose files were edited
     return other
+
+
+def rerecord_tokenizers(model):
+    from attnmt.checkpoint import load_checkpoint, save_checkpoint
+    from attnmt.data.store import tokenizer_hash
+
+    path = model / "checkpoints" / "best.pt"
+    payload = load_checkpoint(path)
+    del payload["format_version"], payload["checksum"]
+    save_checkpoint({**payload, "tokenizers": tokenizer_hash(model)}, path)
 
 
 def test_models_with_different_vocabularies_are_refused(capsys, tiny_model, tmp_path):

@@ -147,3 +147,27 @@ def test_the_recipe_runs_as_its_readme_says(tmp_path, monkeypatch, capsys):
     assert (models / "tuned" / "joint.vocab").read_bytes() == (models / "multi30k" / "joint.vocab").read_bytes()
     assert (models / "tuned" / "test.src").read_text() == (models / "scratch" / "test.src").read_text()
     assert "BLEU" in capsys.readouterr().out
+
+
+def test_fine_tuning_says_how_much_of_the_new_corpus_the_vocabularies_cover(tiny_model, tiny_corpus, tmp_path, capsys):
+    config = tiny_config(tiny_corpus, max_steps=1, valid_every=1)
+    domain = new_domain(tiny_corpus, tmp_path)
+    train(config_with(config, domain), tmp_path / "known", init_from=tiny_model)
+    out, err = capsys.readouterr()
+    assert "the trained vocabularies cover 100.0% of the corpus's source tokens and 100.0% of its target tokens" in out
+    assert "cover only" not in err
+    target = (domain / "train.tgt").read_text(encoding="utf-8").splitlines()
+    (domain / "train.tgt").write_text("".join(f"{line} neu1 neu2 neu3\n" for line in target), encoding="utf-8")
+    train(config_with(config, domain), tmp_path / "new", init_from=tiny_model)
+    out, err = capsys.readouterr()
+    shares = [r for r in map(json.loads, (tmp_path / "new" / "train_log.jsonl").open(encoding="utf-8"))
+              if r["event"] == "vocabulary_coverage"]
+    assert shares[0]["src"] == 1.0 and 0.5 < shares[0]["tgt"] < 0.95
+    assert (f"attnmt: warning: the trained model's vocabularies cover only {shares[0]['tgt']:.1%} of its target "
+            "tokens of this corpus (under 95%); the rest are trained as <unk>: a model trained on this corpus with its "
+            "own tokenizers may translate it better") in err.splitlines()
+
+
+def config_with(config, domain):
+    config.data.train_src, config.data.train_tgt = str(domain / "train.src"), str(domain / "train.tgt")
+    return config

@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("models and data", ("attnmt.models", "attnmt.data")),
     ("search, translator, train", ("attnmt", "attnmt.search", "attnmt.constraints", "attnmt.sampling",
                                    "attnmt.beam_tree", "attnmt.explore", "attnmt.ensemble", "attnmt.forced",
-                                   "attnmt.loss", "attnmt.guidance",
+                                   "attnmt.loss", "attnmt.guidance", "attnmt.folder_checkpoint", "attnmt.resume",
                                    "attnmt.accumulate", "attnmt.finetune", "attnmt.train", "attnmt.translator",
                                    "attnmt.evaluate", "attnmt.interactive", "attnmt.ct2", "attnmt.translation")),
     ("align, serve, study, viz", ("attnmt.align", "attnmt.serve", "attnmt.study", "attnmt.viz", "attnmt.demo")),

@@ -149,7 +149,7 @@ def eflomal_rows(sources: Sequence[str], targets: Sequence[str],
 
 def align_files(model_dir: str | Path | None, src_path: str | Path, tgt_path: str | Path,
                 gold_path: str | Path | None = None, threshold: float = 0.5, baselines: Sequence[str] = (),
-                checkpoint: str = "best", method: str | None = None, reverse_model: str | Path | None = None,
+                checkpoint: str | None = None, method: str | None = None, reverse_model: str | Path | None = None,
                 symmetrization: str | None = None, layer: int | None = None, head: int | None = None,
                 eflomal_corpus: str | Path | None = None) -> AlignResult:
     """Align line-aligned, tokenized ``src_path``/``tgt_path`` with a model's attention (``method``:

@@ -39,7 +39,7 @@ def _bleu(translator, src: Path, ref: Path, beam: int, lowercase: bool = False) 
             "sentences": report.n_sentences, "decode_s": round(time.perf_counter() - started, 1)}
 
 
-def model_facts(model_dirs: Sequence[Path], beam: int, checkpoint: str = "best",
+def model_facts(model_dirs: Sequence[Path], beam: int, checkpoint: str | None = None,
                 test: tuple[Path, Path] | None = None) -> dict:
     """Training time and steps from each model folder's log; BLEU (beam ``beam``) of ``checkpoint`` on the
     first folder's held-out test set, translated by that model or, given several folders, by their ensemble;
@@ -91,7 +91,7 @@ def _rows(result, name: str | None) -> list[dict]:
 
 def alignment_table(src: str | Path, tgt: str | Path, gold: str | Path, models: Sequence[str] = (),
                     baselines: Sequence[str] = (), eflomal_corpus: str | Path | None = None,
-                    checkpoint: str = "best", beam: int = 5,
+                    checkpoint: str | None = None, beam: int = 5,
                     test: tuple[str | Path, str | Path] | None = None) -> dict:
     """The table's rows and facts: ``baselines`` first (eflomal learns from ``eflomal_corpus``, a TSV, else the
     first model's training corpus, plus the gold sentences; without either, from the gold sentences alone), then

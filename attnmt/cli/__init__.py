@@ -10,13 +10,15 @@ is one line on stderr and exit code 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
+import signal
 import sys
 import typing
 
 from attnmt.cli import aligning, around, training, translating
 from attnmt.cli.common import ALIGN_METHODS, SYMMETRIZATIONS, check_numbers
-from attnmt.errors import UserError
+from attnmt.errors import Stopped, Terminated, UserError
 
 __all__ = ["ALIGN_METHODS", "SYMMETRIZATIONS", "build_parser", "main"]
 
@@ -42,18 +44,42 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _terminate(signum, frame) -> None:
+    raise Terminated
+
+
+@contextlib.contextmanager
+def sigterm_raises():
+    """SIGTERM raises `Terminated` where the command is (as Ctrl-C raises KeyboardInterrupt): outputs are cleaned
+    up and the command exits 143 at once; a training run's loop turns it into a stop after the step
+    (attnmt.runlog.graceful_stop). Outside the main thread signals stay as they are."""
+    try:
+        previous = signal.signal(signal.SIGTERM, _terminate)
+    except ValueError:
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        check_numbers(parser, args)
-        args.func(args)
+        with sigterm_raises():
+            check_numbers(parser, args)
+            args.func(args)
     except UserError as e:
         print(f"attnmt: error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("attnmt: interrupted", file=sys.stderr)
-        return 130
+    except Stopped as e:
+        return e.code
+    except KeyboardInterrupt as e:
+        terminated = isinstance(e, Terminated)
+        print(f"attnmt: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
+        return 143 if terminated else 130
     except BrokenPipeError:
         return 0
     except OSError as e:  # a disk that fills up while a command writes (checkpoints say more: attnmt.checkpoint)

@@ -128,8 +128,8 @@ def register(sub) -> None:
                         "symmetrized)")
     p.add_argument("--eflomal-corpus", help="TSV (source TAB target, tokenized like --src) that eflomal learns "
                                             "from beside the gold sentences (default: the first model's corpus)")
-    p.add_argument("--checkpoint", default="best", help="which checkpoint of every model folder: best, last, "
-                                                        "averaged or stepN")
+    p.add_argument("--checkpoint", default=None, help="which checkpoint of every model folder: best, last, "
+                                                       "averaged or stepN (default: best, else last)")
     p.add_argument("--test-src", metavar="FILE",
                    help="also score each model's BLEU on this test set (sacreBLEU 13a, lowercased), e.g. the test.SRC "
                         "of align-prepare --test; the reverse model translates --test-tgt into it")

@@ -103,9 +103,10 @@ def read_input(path: str | None) -> Iterator[str]:
 
 
 def add_checkpoint_arg(p) -> None:
-    p.add_argument("--checkpoint", default="best",
-                   help="which checkpoint of the model folder: best (default), last, averaged (attnmt average) "
-                        "or stepN (train.keep_checkpoints), ema (train.ema_decay)")
+    p.add_argument("--checkpoint", default=None,
+                   help="which checkpoint of the model folder: best, last, averaged (attnmt average) or stepN "
+                        "(train.keep_checkpoints), ema (train.ema_decay); default: best, or last (said in one line) "
+                        "before the first validation has written best")
 
 
 def add_model_args(p, ensemble: bool = False) -> None:

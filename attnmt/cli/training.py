@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from attnmt.errors import UserError
+from attnmt.errors import Stopped, UserError
 
 
 def cmd_demo(args) -> None:
@@ -23,8 +23,10 @@ def cmd_train(args) -> None:
     if args.checkpoint is not None and args.init_from is None:
         raise UserError("--checkpoint names the checkpoint of --init-from's model; add --init-from MODEL_DIR")
     # train prints the run's lines, its closing summary last
-    train(config, model_dir, resume=args.resume, overwrite=args.overwrite, init_from=args.init_from,
-          init_checkpoint=args.checkpoint or "best")
+    result = train(config, model_dir, resume=args.resume, overwrite=args.overwrite, init_from=args.init_from,
+                   init_checkpoint=args.checkpoint)
+    if result.state.stop_reason == "interrupted" and result.signal:  # its summary said how to continue
+        raise Stopped(128 + result.signal)
 
 
 def cmd_prepare(args) -> None:

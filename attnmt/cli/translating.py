@@ -96,7 +96,7 @@ def _translate_live(args, translator, reverse) -> None:
     from_stdin = not args.input or args.input == "-"
     out = None
 
-    interrupted = False
+    interrupted: KeyboardInterrupt | None = None
     with contextlib.ExitStack() as outputs:
         def handle(group: list[str], first: int) -> None:
             nonlocal out
@@ -116,10 +116,10 @@ def _translate_live(args, translator, reverse) -> None:
             else:
                 lines = live_lines(sys.stdin.buffer) if from_stdin else read_input(args.input)
                 in_groups(lines, 1 if args.buffer is None else args.buffer, handle)
-        except KeyboardInterrupt:  # how live input at a terminal ends: the --output file keeps what was translated
-            interrupted = True
-    if interrupted:
-        raise KeyboardInterrupt
+        except KeyboardInterrupt as e:  # how live input at a terminal ends: the --output file keeps what was translated
+            interrupted = e
+    if interrupted is not None:
+        raise interrupted
 
 
 def cmd_evaluate(args) -> None:

@@ -23,11 +23,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from attnmt.checkpoint import checkpoint_path, load_checkpoint
+from attnmt.checkpoint import checkpoint_path
 from attnmt.config import is_guided
 from attnmt.ct2 import EXPORT_FILE, QUANTIZATIONS, require_ctranslate2
 from attnmt.data.dataset import load_processors
 from attnmt.errors import UserError
+from attnmt.folder_checkpoint import load_folder_checkpoint
 from attnmt.model_folder import refuse_file_in_the_way
 from attnmt.models.transformer import sinusoidal_encoding
 from attnmt.safe_write import output_folder, write_text
@@ -49,7 +50,7 @@ def attention_choice(config) -> tuple[int, int | None]:
 
 
 def export_ctranslate2(model_dir: str | Path, out: str | Path, quantization: str = "float32",
-                       checkpoint: str = "best", overwrite: bool = False) -> Path:
+                       checkpoint: str | None = None, overwrite: bool = False) -> Path:
     """Write ``model_dir``'s Transformer as a CTranslate2 model to ``out``; returns ``out``."""
     model_dir, out = Path(model_dir), Path(out)
     config = model_config(model_dir)
@@ -65,13 +66,13 @@ def export_ctranslate2(model_dir: str | Path, out: str | Path, quantization: str
     if out.exists() and any(out.iterdir()) and not overwrite:
         raise UserError(f"export: {out} exists and is not empty; choose another folder or pass --overwrite")
     path = checkpoint_path(model_dir, checkpoint)
-    weights = load_checkpoint(path, config.model.type)["model"]
+    weights = load_folder_checkpoint(model_dir, path, config.model.type)["model"]
     src, tgt = load_processors(model_dir)
     layer, head = attention_choice(config)
     converter = _Converter(weights, config.model, list(src.vocab.tokens), list(tgt.vocab.tokens), layer, head,
                            ctranslate2)
     record = {"format": "ctranslate2", "ctranslate2": ctranslate2.__version__, "quantization": quantization,
-              "checkpoint": checkpoint, "attention_layer": layer, "attention_head": head,
+              "checkpoint": path.stem, "attention_layer": layer, "attention_head": head,
               "max_positions": MAX_POSITIONS, "parameters": _parameters(weights)}
     out.parent.mkdir(parents=True, exist_ok=True)
     with output_folder(out) as folder:  # complete, or the folder there before: never half an export

@@ -263,10 +263,10 @@ def capped_batches(sources: list[list[str]], caps: list[int], batch_tokens: int,
     return calls
 
 
-def load_exported(model_dir: Path, checkpoint: str = "best", device: str = "cpu", int8: bool = False,
+def load_exported(model_dir: Path, checkpoint: str | None = None, device: str = "cpu", int8: bool = False,
                   intra_threads: int = 1, inter_threads: int = 1) -> CT2Translator:
     """:func:`attnmt.translator.load` for an exported folder; what does not apply to one is a UserError."""
-    if checkpoint != "best":
+    if checkpoint not in (None, "best"):
         raise UserError(f"--checkpoint {checkpoint}: an exported model holds the one checkpoint it was exported "
                         "from; export that checkpoint (attnmt export --checkpoint) instead")
     if device != "cpu":

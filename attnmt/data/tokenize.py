@@ -212,6 +212,9 @@ class SentencePieceTokenizer(Tokenizer):
             raise UserError(f"sentencepiece model not found: {path}; check the path") from None
         except OSError as e:
             raise UserError(f"cannot read {path}: {e.strerror or e}; check the file") from None
+        if not proto:  # sentencepiece loads an empty file and fails at the first sentence
+            raise UserError(f"{path} is empty, not a sentencepiece model; restore it from the model folder it "
+                            "came from, or retrain the tokenizer")
         try:
             return cls(proto, kind=kind or _model_type(proto), lowercase=lowercase)
         except (RuntimeError, ValueError) as e:

@@ -331,7 +331,7 @@ def _load(directory: str | Path) -> Translator:
 def serve(model_specs: list[str], host: str = "127.0.0.1", port: int = 8000, *, max_batch_size: int = 32,
           max_wait_ms: float = 10.0, max_texts: int = 32, max_text_chars: int = 1000, max_beam: int = 10,
           max_queue_sentences: int = 256, max_queue_cost: int = 100_000, max_batch_cost: float = MAX_BATCH_COST,
-          checkpoint: str = "best", threads: int | None = None, log_level: str = "info", int8: bool = False,
+          checkpoint: str | None = None, threads: int | None = None, log_level: str = "info", int8: bool = False,
           inter_threads: int = 1) -> None:
     """Load the models (``NAME=DIR`` or ``DIR``) and serve them with uvicorn until interrupted."""
     import torch

@@ -93,7 +93,7 @@ def parse_model_spec(spec: str) -> tuple[str, Path]:
     return name, path
 
 
-def load_models(specs: list[str], checkpoint: str = "best", device: str = "cpu",
+def load_models(specs: list[str], checkpoint: str | None = None, device: str = "cpu",
                 int8: bool = False, threads: int | None = None, inter_threads: int = 1) -> dict[str, Translator]:
     """Load every ``--model`` spec (see :func:`parse_model_spec`); names must be unique."""
     from attnmt.translator import load

@@ -95,7 +95,7 @@ def _asset(static_dir: Path, name: str) -> str:
     return path.read_text(encoding="utf-8")
 
 
-def load_named(specs: Sequence[str], checkpoint: str = "best") -> dict[str, Translator]:
+def load_named(specs: Sequence[str], checkpoint: str | None = None) -> dict[str, Translator]:
     """The model folders ``[NAME=]DIR`` loaded, by name (a folder's own name when none is given)."""
     from attnmt.translator import load
 
@@ -125,7 +125,7 @@ def read_sentences(path: str | Path) -> list[str]:
 
 
 def run_export(model_specs: Sequence[str], export: str | None = None, json_path: str | None = None,
-               sentences: str | None = None, checkpoint: str = "best", beam: int | None = None, top_k: int = 10,
+               sentences: str | None = None, checkpoint: str | None = None, beam: int | None = None, top_k: int = 10,
                alternatives: int = 2, examples: int = 6, overwrite: bool = False) -> list[Path]:
     """`attnmt explore`: load the models (``[NAME=]DIR``), explore the sentences, write the page and/or JSON."""
     if export is None and json_path is None:

@@ -84,7 +84,7 @@ def animate(
     model_dirs: Sequence[str | Path] = (),
     test: tuple[str | Path, str | Path] | None = None,
     sentence: str | None = None,
-    checkpoint: str = "best",
+    checkpoint: str | None = None,
     beam: int | None = None,
     bucket_width: int = DEFAULT_BUCKET_WIDTH,
 ) -> AnimateResult:

@@ -188,7 +188,7 @@ def curves_from_models(
     model_dirs: Sequence[str | Path],
     src_path: str | Path,
     ref_path: str | Path,
-    checkpoint: str = "best",
+    checkpoint: str | None = None,
     beam: int | None = None,
     bucket_width: int = DEFAULT_BUCKET_WIDTH,
     tokenize: str = "13a",
@@ -249,7 +249,7 @@ def bottleneck_data(
     model_dirs: Sequence[str | Path] = (),
     test: tuple[str | Path, str | Path] | None = None,
     sentence: str | None = None,
-    checkpoint: str = "best",
+    checkpoint: str | None = None,
     beam: int | None = None,
     bucket_width: int = DEFAULT_BUCKET_WIDTH,
 ) -> BottleneckData:
@@ -282,7 +282,7 @@ def bottleneck_data(
 # ---------------------------------------------------------------- attention
 
 
-def attention_from_model(model_dir: str | Path, sentence: str, checkpoint: str = "best",
+def attention_from_model(model_dir: str | Path, sentence: str, checkpoint: str | None = None,
                          beam: int | None = None) -> AttentionGrid:
     """Translate ``sentence`` with an RNNsearch model and return its attention as a K x Q grid."""
     from attnmt.translator import load
@@ -329,7 +329,7 @@ def bundled_attention() -> AttentionGrid:
     return attention_from_dict(_read_json(BUNDLED_ATTENTION), str(BUNDLED_ATTENTION))
 
 
-def alignment_data(model_dir: str | Path | None = None, sentence: str | None = None, checkpoint: str = "best",
+def alignment_data(model_dir: str | Path | None = None, sentence: str | None = None, checkpoint: str | None = None,
                    beam: int | None = None) -> AttentionGrid:
     """The SoftAlignment grid: ``model_dir``'s attention on ``sentence``, else the bundled one."""
     if model_dir is None:
