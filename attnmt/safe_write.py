@@ -3,7 +3,7 @@
 
 What a path gets, by what is there:
 
-* nothing, or a regular file: the bytes go to a temporary file in the same folder (``.NAME.XXXXXXXX.partial``),
+* nothing, or a regular file: the bytes go to a temporary file in the same folder (``.NAME.<8 hex digits>.partial``),
   flushed and fsynced, then renamed over the name, so that a reader sees the old file or the new one and never half
   of one. An existing file is replaced only when the caller says so (``overwrite``, the commands' --overwrite); the
   new file keeps the old one's permissions.
@@ -216,7 +216,7 @@ def write_bytes(path: str | Path, data: bytes, overwrite: bool = False) -> None:
 @contextlib.contextmanager
 def output_folder(path: str | Path) -> Iterator[Path]:
     """A folder of files written as one (an export): the block fills a temporary folder beside ``path``
-    (``.NAME.XXXXXXXX.partial``), which takes ``path``'s place only once the block ends without an error; the
+    (``.NAME.<8 hex digits>.partial``), which takes ``path``'s place only once the block ends without an error; the
     folder there before (the caller has checked --overwrite) is removed after. A failure leaves ``path`` as
     it was and no temporary folder; a failed write is a `WriteError`."""
     final = Path(os.path.realpath(path))  # a link to a folder: its target is replaced, the link stays
