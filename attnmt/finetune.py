@@ -13,8 +13,6 @@ the start which share of the new corpus's tokens the trained vocabularies know, 
 from __future__ import annotations
 
 import dataclasses
-import re
-import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +22,7 @@ from torch import nn
 
 from attnmt.checkpoint import checkpoint_path, load_weights
 from attnmt.config import Config, load_config
+from attnmt.data.store import copy_tokenizers
 from attnmt.errors import UserError
 from attnmt.folder_checkpoint import load_folder_checkpoint
 from attnmt.special import UNK_ID
@@ -33,7 +32,6 @@ FREE_MODEL_KEYS = ("dropout", "attention")  # attention: the older alias of deco
 # The settings that make the tokenizers and vocabularies, and the tokenizers they apply to (None: all).
 TOKENIZER_KEYS = {"tokenizer": None, "joint_vocab": None, "lowercase": None, "vocab_size": ("bpe", "unigram"),
                   "max_vocab": ("word",), "min_freq": ("word",)}
-PROCESSOR_FILE = re.compile(r"(src|tgt|joint)\.(model|vocab|json)")
 COVERAGE_WARNING = 0.95  # a share of the new corpus's tokens known to the trained vocabularies under this is warned of
 CHUNK = 1 << 22  # ids counted at a time
 
@@ -75,9 +73,7 @@ def check_init(config: Config, init: InitFrom, model_dir: Path) -> Path:
 
 def copy_processors(init: InitFrom, model_dir: Path) -> None:
     """The trained model's tokenizers and vocabularies into the new model folder."""
-    for path in sorted(init.model_dir.iterdir()):
-        if PROCESSOR_FILE.fullmatch(path.name):
-            shutil.copyfile(path, model_dir / path.name)
+    copy_tokenizers(init.model_dir, model_dir)
 
 
 def init_weights(model: nn.Module, path: Path, model_type: str) -> int:

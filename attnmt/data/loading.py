@@ -92,9 +92,8 @@ def _log_counts(train: StoreData, log, cfg: DataConfig) -> None:
         log.event("data", split="train", **record)
     totals = {key: sum(c[key] for c in train.meta["corpora"]) for key in ("total", "kept", "empty", "too_long")}
     log.event("data", split="train", store=str(train.folder), **totals)
-    for corpus, n in zip(train.meta["corpora"], epoch_counts(train.corpora)):
-        if len(train.corpora) == 1:
-            break  # the totals above are its counts
+    mixed = zip(train.meta["corpora"], epoch_counts(train.corpora)) if len(train.corpora) > 1 else ()
+    for corpus, n in mixed:  # one corpus: the totals above are its counts
         log.event("data", split="train", corpus=corpus["name"], weight=corpus["weight"], pairs_per_epoch=n,
                   **{key: corpus[key] for key in ("total", "kept", "empty", "too_long")})
     links = train.meta.get("links")
