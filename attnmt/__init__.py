@@ -12,7 +12,7 @@ def load(model_dir, checkpoint: str | None = None, device: str = "cpu", int8: bo
     ``int8``: int8 matrix products for faster decoding on a CPU (`attnmt.models.int8.quantize_int8`).
     A folder written by `attnmt export --format ctranslate2` decodes with CTranslate2 (docs/deploy.md) in
     ``threads`` threads per batch and ``inter_threads`` batches at a time."""
-    from attnmt.translator import load as _load
+    from attnmt.decode.translator import load as _load
 
     return _load(model_dir, checkpoint=checkpoint, device=device, int8=int8, threads=threads,
                  inter_threads=inter_threads)

@@ -66,8 +66,8 @@ def _joined_batches(original):
 
 def run(settings: list[str], model_dir: str, join: bool) -> dict:
     """One training run (in a process of its own); its loss and learning rate per update."""
-    import attnmt.train as trainer
-    from attnmt.config import load_config
+    import attnmt.train.trainer as trainer
+    from attnmt.config.schema import load_config
 
     if join:
         trainer.training_batches = _joined_batches(trainer.training_batches)

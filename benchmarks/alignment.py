@@ -73,7 +73,7 @@ def gold_pairs(gold_dir: Path) -> list[tuple[str, str]]:
 def _load_pair(args):
     """The --model translator, the --reverse-model one (or None) at --checkpoint, and how they combine
     (--symmetrize, agreement by default; None for one model)."""
-    from attnmt.translator import load
+    from attnmt.decode.translator import load
 
     forward = load(args.model, checkpoint=args.checkpoint)
     reverse = load(args.reverse_model, checkpoint=args.checkpoint) if args.reverse_model else None
@@ -125,7 +125,7 @@ def cmd_figures(args) -> None:
     """Word-level heatmaps of real Hansards sentences with the gold's sure links circled."""
     from attnmt.align import attention_matrices, read_gold
     from attnmt.align.extract import method_rows
-    from attnmt.translator import load
+    from attnmt.decode.translator import load
     from attnmt.viz.heatmap import plot_attention
 
     gold = read_gold(gold_files(Path(args.gold_dir))[2])

@@ -46,7 +46,7 @@ import torch  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 from torch.utils._pytree import tree_leaves  # noqa: E402
 
-from attnmt import reference as ref  # noqa: E402
+from attnmt.models import reference as ref  # noqa: E402
 from attnmt.models.attention import (  # noqa: E402
     AdditiveAttention,
     GeneralAttention,

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from attnmt.data.augment import strip_final_punctuation  # noqa: E402
 from attnmt.data.corpus import read_parallel  # noqa: E402
-from attnmt.evaluate import corpus_scores  # noqa: E402
-from attnmt.translator import load  # noqa: E402
+from attnmt.decode.evaluate import corpus_scores  # noqa: E402
+from attnmt.decode.translator import load  # noqa: E402
 from benchmarks.common import write_result
 
 SAMPLES = ["我爱你", "我爱你。", "我爱您。", "你好。", "谢谢你。", "我想喝茶。", "我不知道。",

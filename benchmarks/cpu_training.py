@@ -1,7 +1,7 @@
 """Training on the CPU: what attnmt's own loss, dropout and guidance matrix save against the plain torch ways.
 
-Three parts of a training step are written for the CPU (attnmt/cross_entropy.py, attnmt/models/dropout.py,
-attnmt.guidance.guidance_matrix). Each is measured against the plain way in the same run, as a ratio (the
+Three parts of a training step are written for the CPU (attnmt/train/cross_entropy.py, attnmt/models/dropout.py,
+attnmt.train.guidance.guidance_matrix). Each is measured against the plain way in the same run, as a ratio (the
 machine's speed varies between runs):
 
 * each alone, forward and backward where there is one, median of ``--repeats``: the loss on the score
@@ -59,16 +59,16 @@ def loop_guidance_matrix(guidance, src_len, tgt_len, device, offset=0, extra_row
 @contextmanager
 def plain_torch():
     """attnmt's training with torch's cross-entropy, nn.Dropout's mask and the per-piece guidance matrix."""
-    import attnmt.loss
+    import attnmt.train.loss
     from attnmt.models.dropout import Dropout
 
-    saved = attnmt.loss.cross_entropy_sum, attnmt.loss.guidance_matrix, Dropout.forward
-    attnmt.loss.cross_entropy_sum, attnmt.loss.guidance_matrix = torch_loss, loop_guidance_matrix
+    saved = attnmt.train.loss.cross_entropy_sum, attnmt.train.loss.guidance_matrix, Dropout.forward
+    attnmt.train.loss.cross_entropy_sum, attnmt.train.loss.guidance_matrix = torch_loss, loop_guidance_matrix
     Dropout.forward = lambda self, x: F.dropout(x, self.p, self.training)
     try:
         yield
     finally:
-        attnmt.loss.cross_entropy_sum, attnmt.loss.guidance_matrix, Dropout.forward = saved
+        attnmt.train.loss.cross_entropy_sum, attnmt.train.loss.guidance_matrix, Dropout.forward = saved
 
 
 def median_ms(fn, repeats: int) -> float:
@@ -88,9 +88,9 @@ def _row(what: str, plain_ms: float, attnmt_ms: float) -> dict:
 
 
 def parts_alone(repeats: int) -> list[dict]:
-    from attnmt.cross_entropy import cross_entropy_sum
-    from attnmt.guidance import guidance_matrix
     from attnmt.models.dropout import Dropout
+    from attnmt.train.cross_entropy import cross_entropy_sum
+    from attnmt.train.guidance import guidance_matrix
 
     rows = []
     for n, vocab, dtype in LOSS_SHAPES:
@@ -122,8 +122,8 @@ def seconds_per_step(model_dir: Path) -> tuple[float, str]:
 
 def train_both_ways(config_path: Path, overrides: list[str], work: Path) -> dict:
     """Seconds per step trained the plain way, then attnmt's, from the same config and seed."""
-    from attnmt.config import load_config
-    from attnmt.train import train
+    from attnmt.config.schema import load_config
+    from attnmt.train.trainer import train
 
     overrides = [*overrides, "train.max_time_s=null", "train.threads=1", "train.progress=false",
                  "train.tensorboard=false", "train.valid_every=1000000", "train.log_every=50"]
@@ -171,7 +171,7 @@ def main(argv=None) -> None:
     parser.add_argument("--out")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    from attnmt.train import native_bf16
+    from attnmt.train.trainer import native_bf16
 
     result: dict = {"native_bf16": native_bf16(torch.device("cpu")), "threads": 1,
                     "parts_alone": parts_alone(args.repeats)}

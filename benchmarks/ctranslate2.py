@@ -11,7 +11,7 @@ the model, translates once to warm up, then times ``translate()`` alone and repo
 process's maximum resident set, the interpreter and torch included for every engine alike).
 
 Reported per engine and setting: sentences/s, target tokens/s (attnmt's target tokens of the output), peak
-memory, BLEU and chrF against ``--ref`` (sacreBLEU, attnmt.evaluate.corpus_scores), and the share of sentences
+memory, BLEU and chrF against ``--ref`` (sacreBLEU, attnmt.decode.evaluate.corpus_scores), and the share of sentences
 translated exactly as attnmt float32 translates them; per setting, the ratios the deployment guide quotes
 (CTranslate2 int8 against attnmt float32 and against attnmt int8, BLEU differences). ``--profile N`` adds where
 attnmt int8 spends its time at the first batch size and the last beam and thread count asked for: torch.profiler's
@@ -39,7 +39,7 @@ def child(args) -> None:
     """One decoding in this process: the JSON of its seconds, outputs, target tokens and peak memory."""
     import torch
 
-    from attnmt.translator import load
+    from attnmt.decode.translator import load
 
     engine, _, precision = args.child.partition(" ")
     torch.set_num_threads(args.threads)
@@ -113,7 +113,7 @@ def measure(args, folders: dict[str, str], source: Path) -> dict[str, dict[str, 
 
 def summarize(runs: dict[str, dict[str, list[dict]]], references: list[str]) -> dict:
     """The medians, scores and agreement with attnmt float32 of each setting and engine."""
-    from attnmt.evaluate import corpus_scores
+    from attnmt.decode.evaluate import corpus_scores
 
     table = {}
     for name, engines in runs.items():
@@ -167,8 +167,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.ref:
         parser.error("--ref is required")
-    from attnmt.ct2.convert import export_ctranslate2
     from attnmt.data.corpus import read_lines
+    from attnmt.export.convert import export_ctranslate2
 
     sources, references = read_lines(args.src)[:args.sentences], read_lines(args.ref)[:args.sentences]
     with tempfile.TemporaryDirectory() as tmp:

@@ -6,7 +6,7 @@ the peak memory (getrusage maxrss) is its own:
 
 * prepare: `prepare_store` with --workers processes into a shared store folder (data.store_dir):
   seconds per phase, peak memory;
-* train (store): `attnmt.train.train` of a tiny rnnsearch for --steps steps on one thread
+* train (store): `attnmt.train.trainer.train` of a tiny rnnsearch for --steps steps on one thread
   (train.threads=1) from that prepared store: seconds from calling train to the end of the first
   step (the first step's train_log.jsonl timestamp), peak memory, target tokens/s (the median of
   the per-step rates after the first step).
@@ -36,7 +36,7 @@ TARGET_SIZES = (1_000_000, 10_000_000, 40_000_000)
 
 def config(folder: Path, sample: int, steps: int):
     """benchmarks/prepare.py's data settings, a shared store folder and a tiny rnnsearch."""
-    from attnmt.config import ModelConfig
+    from attnmt.config.schema import ModelConfig
 
     cfg = prepare_config(folder, sample)
     cfg.data.store_dir = str(folder / "stores")
@@ -48,8 +48,8 @@ def config(folder: Path, sample: int, steps: int):
 
 def child(what: str, folder: Path, workers: int, sample: int, steps: int) -> dict:
     if what == "prepare":
-        from attnmt.data.prepare import prepare_store
         from attnmt.data.store import store_location
+        from attnmt.data.store_prepare import prepare_store
 
         cfg = config(folder, sample, steps)
         t0 = time.perf_counter()
@@ -57,7 +57,7 @@ def child(what: str, folder: Path, workers: int, sample: int, steps: int) -> dic
         return {"seconds": round(time.perf_counter() - t0, 2),
                 "phases_s": {k: round(v, 2) for k, v in done["seconds"].items()},
                 "pairs": done["meta"]["pairs"], "peak_rss_mb": peak_mb()}
-    from attnmt.train import train
+    from attnmt.train.trainer import train
 
     cfg = config(folder, sample, steps)
     model_dir = folder / f"model_{what}"

@@ -30,8 +30,8 @@ from pathlib import Path
 
 import torch  # noqa: E402
 
-from attnmt.evaluate import corpus_scores  # noqa: E402
-from attnmt.translator import load  # noqa: E402
+from attnmt.decode.evaluate import corpus_scores  # noqa: E402
+from attnmt.decode.translator import load  # noqa: E402
 from benchmarks.common import write_result
 from benchmarks.rnn256 import prepare
 

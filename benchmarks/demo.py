@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from attnmt.demo import run_demo  # noqa: E402
+from attnmt.study.demo import run_demo  # noqa: E402
 from benchmarks.common import write_result
 
 

@@ -33,8 +33,8 @@ MEMBER = {"decoder": "luong", "score": "additive", "input_feeding": True}
 
 def train_member(data: str, model_dir: str, seed: int, seconds: float) -> dict:
     """Train one member (in a process of its own, one thread)."""
-    from attnmt.config import config_from_dict
-    from attnmt.train import train
+    from attnmt.config.schema import config_from_dict
+    from attnmt.train.trainer import train
 
     raw = recipe(Path(data), seconds, threads=1, enc_hidden=128, model=dict(MEMBER))
     raw["train"]["seed"] = seed
@@ -42,7 +42,7 @@ def train_member(data: str, model_dir: str, seed: int, seconds: float) -> dict:
 
 
 def member_summary(model_dir: Path, seed: int) -> dict:
-    from attnmt.runlog import training_summary
+    from attnmt.train.events import training_summary
 
     summary = training_summary(model_dir)
     return {"seed": seed, "steps": summary["steps"], "wall_s": summary["wall_s"],
@@ -51,7 +51,7 @@ def member_summary(model_dir: Path, seed: int) -> dict:
 
 
 def score(translator, sources: list[str], references: list[str], beam: int) -> dict:
-    from attnmt.evaluate import corpus_scores
+    from attnmt.decode.evaluate import corpus_scores
 
     started = time.perf_counter()
     hyps = [t.text for t in translator.translate(sources, beam=beam, batch_size=64, batch_tokens=10**6)]
@@ -90,8 +90,8 @@ def main() -> int:
 
     import torch
 
-    from attnmt.ensemble import load_ensemble
-    from attnmt.translator import load
+    from attnmt.decode.ensemble import load_ensemble
+    from attnmt.decode.translator import load
 
     torch.set_num_threads(args.threads)
     sources = (data / "test_2016_flickr.de").read_text(encoding="utf-8").splitlines()[:args.limit]

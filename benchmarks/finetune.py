@@ -44,8 +44,8 @@ def parse_args() -> argparse.Namespace:
 
 
 def train_run(config_name: str, overrides: list[str], model_dir: Path, init_from: Path | None = None) -> dict:
-    from attnmt.config import load_config
-    from attnmt.train import train
+    from attnmt.config.schema import load_config
+    from attnmt.train.trainer import train
 
     config = load_config(RECIPE / config_name, overrides + ["train.progress=false"])
     result = train(config, model_dir, overwrite=True, init_from=init_from)
@@ -57,7 +57,7 @@ def train_run(config_name: str, overrides: list[str], model_dir: Path, init_from
 
 def scores(model_dir: Path, tests: dict[str, tuple[list[str], list[str]]]) -> dict:
     import attnmt
-    from attnmt.evaluate import corpus_scores
+    from attnmt.decode.evaluate import corpus_scores
 
     translator = attnmt.load(model_dir)
     out = {}

@@ -24,9 +24,9 @@ from pathlib import Path
 
 import torch  # noqa: E402
 
+import attnmt.decode.search as search  # noqa: E402
 import attnmt.models.attention as attention  # noqa: E402
-import attnmt.search as search  # noqa: E402
-from attnmt.translator import load  # noqa: E402
+from attnmt.decode.translator import load  # noqa: E402
 from benchmarks.common import write_result
 from benchmarks.rnn256 import prepare
 

@@ -36,7 +36,7 @@ def main() -> int:
     import torch
 
     from attnmt.data.corpus import read_parallel
-    from attnmt.translator import load
+    from attnmt.decode.translator import load
 
     torch.set_num_threads(args.threads)
     pairs = read_parallel(args.src, args.ref)

@@ -50,8 +50,8 @@ def run_mode(mode: str, model: str, source: Path, beam: int) -> tuple[float, lis
 
 def describe(model_dir: str) -> dict:
     """What the model is: its type and sizes, parameters, and how long it trained (its train_log.jsonl)."""
-    from attnmt.runlog import training_summary
-    from attnmt.translation import model_config
+    from attnmt.decode.translation import model_config
+    from attnmt.train.events import training_summary
 
     config, summary = model_config(Path(model_dir)), training_summary(model_dir)
     return {"type": config.model.type, "emb_size": config.model.emb_size, "hidden_size": config.model.hidden_size,

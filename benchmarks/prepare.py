@@ -41,7 +41,7 @@ def make_corpus(folder: Path, pairs: int, seed: int) -> None:
 
 
 def config(folder: Path, sample: int):
-    from attnmt.config import Config, DataConfig, TrainConfig
+    from attnmt.config.schema import Config, DataConfig, TrainConfig
 
     return Config(name="bench", data=DataConfig(train_src=str(folder / "train.de"), train_tgt=str(folder / "train.en"),
                                                 tokenizer="bpe", vocab_size=16000, joint_vocab=True, max_len=100,
@@ -58,7 +58,7 @@ def peak_mb() -> float:
 def child(what: str, folder: Path, workers: int, sample: int) -> dict:
     t0 = time.perf_counter()
     if what == "store":
-        from attnmt.data.prepare import prepare_store
+        from attnmt.data.store_prepare import prepare_store
 
         done = prepare_store(config(folder, sample), folder / "store", workers=workers, progress=False)
         return {"seconds": time.perf_counter() - t0, "phases_s": done["seconds"], "pairs": done["meta"]["pairs"],

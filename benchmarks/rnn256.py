@@ -16,7 +16,7 @@ the lowercased tokenized references (sacreBLEU tokenize=none: tokenized BLEU, as
 Also measured in the same run, so that the throughput can be read against the machine:
 * the device's float32 and bfloat16 matrix-product rate (2048^3 on the training thread count; 8192^3 on a GPU),
   each with its path (``matmul_path``): native, or emulated where the hardware has no such arithmetic (bfloat16
-  on a CPU without AMX or AVX-512-BF16, :func:`attnmt.train.native_bf16`; measured on 512^3 products there, as
+  on a CPU without AMX or AVX-512-BF16, :func:`attnmt.train.trainer.native_bf16`; measured on 512^3 products there, as
   one 2048^3 product takes a minute);
 * the model's FLOPs per target token of one training step (forward + backward, counted by
   torch.utils.flop_counter on a real batch), hence the achieved FLOP/s and its share of each native peak (no
@@ -43,8 +43,8 @@ from pathlib import Path
 
 import torch  # noqa: E402
 
-from attnmt.config import config_from_dict  # noqa: E402
-from attnmt.evaluate import corpus_scores  # noqa: E402
+from attnmt.config.schema import config_from_dict  # noqa: E402
+from attnmt.decode.evaluate import corpus_scores  # noqa: E402
 from benchmarks.common import tokenize_lowercase, write_result
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -100,7 +100,7 @@ EMULATED_N = 512  # an emulated product's size: at its 0.3 GFLOP/s, one 2048^3 p
 
 def matmul_path(name: str, device: str) -> str:
     """"native" where ``device`` does this precision's arithmetic in hardware, else "emulated"."""
-    from attnmt.train import native_bf16
+    from attnmt.train.trainer import native_bf16
 
     return "native" if name == "float32" or native_bf16(torch.device(device)) else "emulated"
 
@@ -172,7 +172,7 @@ def flops_per_target_token(translator, data: Path) -> float:
     from torch.utils.flop_counter import FlopCounterMode
 
     from attnmt.data.batching import collate
-    from attnmt.loss import nll_loss
+    from attnmt.train.loss import nll_loss
 
     src = (data / "train.de").read_text(encoding="utf-8").splitlines()[:64]
     tgt = (data / "train.en").read_text(encoding="utf-8").splitlines()[:64]
@@ -241,7 +241,7 @@ def decoding_rows(translator, model_dir: Path, sources: list[str], references: l
                   workers: int) -> dict:
     """The model decoding the test set in float32; on a CPU also with int8 linear layers (as `attnmt
     translate --int8` loads it) and, with ``workers`` > 1, both again in worker processes."""
-    from attnmt.translator import load
+    from attnmt.decode.translator import load
 
     decoding, sentences_per_s = measure_decoding(translator, sources, references, "float32")
     rows = {"decoding": decoding, "sentences_per_s": sentences_per_s}
@@ -268,9 +268,9 @@ def main() -> int:
     peaks = measure_peaks(args.device)
     print(f"matrix products on {args.device} ({args.threads} CPU threads): {peaks} GFLOP/s", flush=True)
 
-    from attnmt.runlog import training_summary
-    from attnmt.train import train
-    from attnmt.translator import load, model_config
+    from attnmt.decode.translator import load, model_config
+    from attnmt.train.events import training_summary
+    from attnmt.train.trainer import train
 
     with tempfile.TemporaryDirectory() as tmp:
         data, model_dir = Path(tmp) / "data", Path(tmp) / "model"

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def modes():
-    from attnmt.sampling import Sampling
+    from attnmt.decode.sampling import Sampling
 
     return {
         "greedy": dict(beam=1),
@@ -51,8 +51,8 @@ def main() -> int:
 
     import torch
 
-    from attnmt.evaluate import corpus_scores
-    from attnmt.translator import load
+    from attnmt.decode.evaluate import corpus_scores
+    from attnmt.decode.translator import load
 
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:

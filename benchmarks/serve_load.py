@@ -70,9 +70,9 @@ MODES = {"batched": {"max_batch_size": 32, "max_wait_ms": 10.0},
 
 def train_demo_model(directory: Path, seconds: float, pairs: int = 6000) -> Path:
     """An rnnsearch of the demo's size on `pairs` pairs of the synthetic language, trained for `seconds`."""
-    from attnmt.config import Config, DataConfig, DecodeConfig, ModelConfig, TrainConfig
+    from attnmt.config.schema import Config, DataConfig, DecodeConfig, ModelConfig, TrainConfig
     from attnmt.data.synthetic_corpus import make_splits, write_corpus
-    from attnmt.train import train
+    from attnmt.train.trainer import train
 
     data = directory / "data"
     for name, split in make_splits(pairs, 200, 0, min_len=4, max_len=30, seed=1).items():
@@ -379,7 +379,7 @@ def machine_info() -> dict[str, Any]:
 
 
 def model_info(model_dir: Path) -> dict[str, Any]:
-    from attnmt.translator import load
+    from attnmt.decode.translator import load
 
     translator = load(model_dir)
     m = translator.config.model

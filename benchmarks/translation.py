@@ -18,10 +18,10 @@ import argparse
 import time
 from pathlib import Path
 
-from attnmt.config import load_config  # noqa: E402
+from attnmt.config.schema import load_config  # noqa: E402
 from attnmt.data.corpus import read_parallel  # noqa: E402
-from attnmt.evaluate import bleu_by_length, corpus_scores  # noqa: E402
-from attnmt.runlog import training_summary  # noqa: E402
+from attnmt.decode.evaluate import bleu_by_length, corpus_scores  # noqa: E402
+from attnmt.train.events import training_summary  # noqa: E402
 from benchmarks.common import tokenize_lowercase, write_result
 
 
@@ -81,15 +81,15 @@ def main() -> int:
     config = load_config(args.config, overrides)
     model_dir = Path(args.model_dir or Path("models") / config.name)
     if not args.reuse:
-        from attnmt.train import train
+        from attnmt.train.trainer import train
 
         train(config, model_dir, overwrite=True, quiet=True)
 
-    from attnmt.translator import load
+    from attnmt.decode.translator import load
 
     checkpoint = args.checkpoint
     if args.average_last:
-        from attnmt.checkpoint import average_last
+        from attnmt.folder.checkpoint import average_last
 
         average_last(model_dir, last=args.average_last, model_type=config.model.type, overwrite=True)
         checkpoint = "averaged"

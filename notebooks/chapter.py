@@ -50,10 +50,10 @@ import torch
 from IPython.display import Image, Markdown, display
 
 import attnmt
-from attnmt import reference as ref  # the NumPy reference of every attention primitive
 from attnmt.align import align_translations
-from attnmt.demo import DemoSettings, run_demo
-from attnmt.evaluate import format_table
+from attnmt.decode.evaluate import format_table
+from attnmt.models import reference as ref  # the NumPy reference of every attention primitive
+from attnmt.study.demo import DemoSettings, run_demo
 from attnmt.viz.heatmap import plot_attention
 from attnmt.viz.length import plot_bleu_by_length
 
@@ -133,15 +133,15 @@ with torch.inference_mode():
 # 2. 归一化 · weights: $\alpha_{ij} = \exp(e_{ij}) / \sum_k \exp(e_{ik})$
 # 3. 加权求和 · context: $c_i = \sum_j \alpha_{ij} h_j$
 #
-# 下面用 NumPy 参考实现 `attnmt.reference` 按这三步计算，用的是刚训练出的模型的权重 W_s、W_h、v
+# 下面用 NumPy 参考实现 `attnmt.models.reference` 按这三步计算，用的是刚训练出的模型的权重 W_s、W_h、v
 # 和它的注释与解码器状态，再与模型翻译时自己给出的注意力比较。权重必须是学到的：
-# `python -m attnmt.reference` 演示了单位矩阵这样的手选权重找不到最近的键。
+# `python -m attnmt.models.reference` 演示了单位矩阵这样的手选权重找不到最近的键。
 #
 # At target step i, RNNsearch asks every annotation h_j with the previous decoder state s_{i-1},
-# in the three steps above. The cells compute them with the NumPy reference `attnmt.reference`, on
+# in the three steps above. The cells compute them with the NumPy reference `attnmt.models.reference`, on
 # the weights W_s, W_h, v the model has just learned and on its own annotations and decoder states,
 # and compare the result with the attention the model reported while translating. The weights have
-# to be learned: `python -m attnmt.reference` shows that hand-picked ones (identity matrices) do not
+# to be learned: `python -m attnmt.models.reference` shows that hand-picked ones (identity matrices) do not
 # find the nearest key.
 
 # %%
@@ -184,12 +184,12 @@ assert difference < 1e-5, "the NumPy reference and the model disagree"
 
 # %% [markdown]
 # 没有学过的权重会怎样？用同样形状的随机权重重做这三步：注意力几乎是均匀的（熵接近 log S），
-# 学到的权重则集中在少数几个源词上。参考实现自带的 `attnmt.reference.tour` 在一个检索任务上说明了同一点：
+# 学到的权重则集中在少数几个源词上。参考实现自带的 `attnmt.models.reference.tour` 在一个检索任务上说明了同一点：
 # 从一组键中找出离查询最近的那个，单位矩阵权重和随机权重都不行，拟合后的权重可以。
 #
 # What do unlearned weights do? The same three steps with random weights of the same shapes: the
 # weights are close to uniform (entropy near log S), where the learned ones concentrate on a few
-# source words. The reference's own `attnmt.reference.tour` makes the same point on a retrieval task,
+# source words. The reference's own `attnmt.models.reference.tour` makes the same point on a retrieval task,
 # finding the key nearest the query: identity weights and random weights fail, fitted ones succeed.
 
 # %%
@@ -204,7 +204,7 @@ random_alpha = np.stack([ref.softmax(ref.additive_scores(q, h, untrained["W_s"],
 print(f"log S = {np.log(len(h)):.2f}; mean entropy of the learned rows {entropy(reference_alpha):.2f}, "
       f"random weights {entropy(random_alpha):.2f}")
 
-tour = ref.tour(out=lambda line: None)  # python -m attnmt.reference prints it all
+tour = ref.tour(out=lambda line: None)  # python -m attnmt.models.reference prints it all
 print(f"retrieval, held-out accuracy (chance {tour.chance:.2f}): W_q = W_k = I, v = 1: {tour.accuracy_identity:.3f}; "
       f"random weights: {tour.accuracy_random_init:.3f}; fitted: {tour.accuracy_fitted:.3f}")
 

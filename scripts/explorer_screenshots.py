@@ -28,10 +28,10 @@ import httpx
 import yaml
 from playwright.sync_api import sync_playwright
 
-from attnmt.config import config_from_dict
-from attnmt.serve.export import length_examples
-from attnmt.train import train
-from attnmt.translator import load
+from attnmt.config.schema import config_from_dict
+from attnmt.decode.translator import load
+from attnmt.explore.page import length_examples
+from attnmt.train.trainer import train
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")

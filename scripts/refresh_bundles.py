@@ -58,8 +58,8 @@ ATTENTION_STEPS = 1500
 def train_attention_model(out_dir: str | Path, steps: int = ATTENTION_STEPS) -> tuple[Path, list[str]]:
     """Train the demo's RNNsearch on short synthetic sentences; returns its folder and test sentences."""
     from attnmt.data.synthetic_corpus import make_splits, write_corpus
-    from attnmt.demo import DemoSettings, demo_config
-    from attnmt.train import train
+    from attnmt.study.demo import DemoSettings, demo_config
+    from attnmt.train.trainer import train
 
     out_dir = Path(out_dir)
     s = DemoSettings(n_train=6000, n_valid=100, n_test=100, max_len=ATTENTION_MAX_LEN, hidden_size=64, emb_size=48,

@@ -72,7 +72,7 @@ class Workspace:
         return self.model_with(lambda m: (m / "checkpoints" / "best.pt").write_bytes(data))
 
     def best_payload(self, change: Callable[[dict], None], checksum: bool = True) -> Path:
-        from attnmt.checkpoint import load_checkpoint, save_checkpoint
+        from attnmt.folder.checkpoint import load_checkpoint, save_checkpoint
 
         def edit(m: Path) -> None:
             path = m / "checkpoints" / "best.pt"
@@ -210,8 +210,8 @@ def align(ws: Workspace, *extra: str) -> list[str]:
 
 def swapped_target_words(m: Path) -> None:
     """Target ids 4 and 5 exchanged: the same shapes, another vocabulary (its checkpoint's record of it too)."""
-    from attnmt.checkpoint import load_checkpoint, save_checkpoint
     from attnmt.data.store import tokenizer_hash
+    from attnmt.folder.checkpoint import load_checkpoint, save_checkpoint
 
     lines = (m / "tgt.vocab").read_text(encoding="utf-8").splitlines(keepends=True)
     lines[4], lines[5] = lines[5], lines[4]
@@ -271,7 +271,7 @@ def full_disk():
         os.close(fd)
         return open("/dev/full", "wb")  # noqa: SIM115
 
-    with mock.patch("attnmt.safe_write.os.fdopen", fdopen):
+    with mock.patch("attnmt.runtime.safe_write.os.fdopen", fdopen):
         yield
 
 
@@ -288,7 +288,7 @@ def full_disk_for_text():
         os.close(fd)
         return open("/dev/full", "w", *args, **kwargs)  # noqa: SIM115
 
-    with mock.patch("attnmt.safe_write.os.fdopen", fdopen):
+    with mock.patch("attnmt.runtime.safe_write.os.fdopen", fdopen):
         yield
 
 
@@ -327,7 +327,7 @@ def through_the_link(ws: Workspace, out: str) -> str:
 @contextlib.contextmanager
 def folder_in_use(ws: Workspace):
     """A copy of the model whose lock another run holds (ws.notes["locked"])."""
-    from attnmt.folder_lock import lock_folder
+    from attnmt.runtime.lock import lock_folder
 
     ws.notes["locked"] = ws.model_with(lambda m: None)
     lock = lock_folder(ws.notes["locked"], "attnmt train")
@@ -357,7 +357,7 @@ def killed_before_its_first_checkpoint(ws: Workspace) -> Path:
 
 
 def malformed_state(m: Path) -> None:
-    from attnmt.checkpoint import load_checkpoint, save_checkpoint
+    from attnmt.folder.checkpoint import load_checkpoint, save_checkpoint
 
     path = m / "checkpoints" / "last.pt"
     payload = load_checkpoint(path)
@@ -369,7 +369,7 @@ def malformed_state(m: Path) -> None:
 def optimizer_state(change: Callable[[dict], None]) -> Callable[[Path], None]:
     """An edit of last.pt's optimizer state for the first parameter (checksum intact)."""
     def edit(m: Path) -> None:
-        from attnmt.checkpoint import load_checkpoint, save_checkpoint
+        from attnmt.folder.checkpoint import load_checkpoint, save_checkpoint
 
         path = m / "checkpoints" / "last.pt"
         payload = load_checkpoint(path)
@@ -727,7 +727,7 @@ CASES: list[Case] = [
                      "--test-src", str(ws.corpus / "test.src")]),
     Case("translate", "`--alignments --symmetrize` without `--reverse-model`",
          lambda ws: translate(ws.model, in_txt(ws), "--alignments", "--symmetrize", "intersection")),
-    # --- output files (attnmt/safe_write.py) ------------------------------------------------------
+    # --- output files (attnmt/runtime/safe_write.py) ------------------------------------------------------
     Case("output file", "`--output` a symbolic link to a file that does not exist",
          lambda ws: translate(ws.model, in_txt(ws), "--output", str(
              (ws.root / "dangling.txt").symlink_to(ws.root / "gone" / "out.txt") or ws.root / "dangling.txt"))),
@@ -745,7 +745,7 @@ CASES: list[Case] = [
          around=lambda ws: full_disk_for_text()),
     Case("output file", "`--output` a folder", lambda ws: translate(ws.model, in_txt(ws), "--output", str(ws.root),
                                                                    "--overwrite")),
-    # --- config bounds (attnmt/yaml_input.py) -----------------------------------------------------
+    # --- config bounds (attnmt/config/yaml_input.py) -----------------------------------------------------
     Case("config", "`name: ../x` (a model name that is a path)",
          lambda ws: ["train", str(ws.config("name: ../x\n"))]),
     Case("config", "an alias bomb (the billion laughs, 9 levels of 9) in `data.transforms`",
@@ -755,7 +755,7 @@ CASES: list[Case] = [
     Case("config", "lists nested 10,000 deep", lambda ws: ["train", str(ws.config(
         "data:\n  transforms: " + "[" * 10_000 + "]" * 10_000 + "\n"))]),
     Case("config", "a 2 MiB config", lambda ws: ["train", str(ws.config("# padding\n" * 210_000))]),
-    # --- model folders in use (attnmt/folder_lock.py) --------------------------------------------
+    # --- model folders in use (attnmt/runtime/lock.py) --------------------------------------------
     Case("model folder", "`train --resume` of a folder that another run is training",
          lambda ws: ["train", str(ws.model / "config.yaml"), "--model-dir", str(ws.notes["locked"]), "--resume"],
          around=folder_in_use),
@@ -776,7 +776,7 @@ CASES: list[Case] = [
     Case("checkpoint", "`--checkpoint best` of a folder without `best.pt` (a run stopped before its first validation)",
          lambda ws: translate(ws.model_with(lambda m: (m / "checkpoints" / "best.pt").unlink()), in_txt(ws),
                               "--checkpoint", "best")),
-    # --- checkpoints and tokenizers (attnmt.folder_checkpoint) -----------------------------------
+    # --- checkpoints and tokenizers (attnmt.folder.checkpoint) -----------------------------------
     Case("model folder", "source and target vocabularies swapped",
          lambda ws: translate(ws.model_with(swapped_vocabularies), in_txt(ws))),
     Case("model folder", "an empty sentencepiece model (`src.model` of 0 bytes)",
@@ -842,9 +842,9 @@ def render(ws: Workspace, results: list[Result]) -> str:
         "it, renamed over it) and only with `--overwrite`; a FIFO, a character device or `/dev/stdout` is",
         "written to and never replaced; a symbolic link is written through to its target, and a link to a",
         "file that does not exist is refused; a failed write leaves the old file whole and no temporary file",
-        "(`attnmt/safe_write.py`). One process at a time writes a model folder (`attnmt/folder_lock.py`).",
+        "(`attnmt/runtime/safe_write.py`). One process at a time writes a model folder (`attnmt/runtime/lock.py`).",
         "Configs and `--set` values are read within bounds: at most 1 MiB, 64 levels of nesting and 100,000",
-        "values once YAML aliases are expanded (`attnmt/yaml_input.py`).",
+        "values once YAML aliases are expanded (`attnmt/config/yaml_input.py`).",
         "",
         "| Area | Bad input | Exit | What the user sees |",
         "|---|---|---|---|",
@@ -857,7 +857,7 @@ def render(ws: Workspace, results: list[Result]) -> str:
 def _tiny_model(root: Path) -> tuple[Path, Path]:
     """The corpus and model of the tests' session fixtures (tests/conftest.py), built here."""
     from attnmt.data.synthetic_corpus import make_splits, write_corpus
-    from attnmt.train import train
+    from attnmt.train.trainer import train
     from tests.conftest import tiny_config
 
     corpus = root / "corpus"

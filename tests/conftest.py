@@ -10,7 +10,7 @@ import torch
 # Tiny models are fastest on one thread, and a second thread only competes with other processes.
 torch.set_num_threads(1)
 
-from attnmt.config import Config, DataConfig, DecodeConfig, TrainConfig
+from attnmt.config.schema import Config, DataConfig, DecodeConfig, TrainConfig
 from attnmt.models import model_config
 from tests.ci_skips import pytest_make_collect_report, pytest_runtest_makereport  # noqa: F401 (CI=true: skips fail)
 
@@ -45,7 +45,7 @@ def tiny_corpus(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_model(tiny_corpus, tmp_path_factory) -> Path:
-    from attnmt.train import train
+    from attnmt.train.trainer import train
 
     model_dir = tmp_path_factory.mktemp("models") / "rnnsearch"
     train(tiny_config(tiny_corpus), model_dir, quiet=True)

@@ -24,7 +24,7 @@ from attnmt.align import (
     threshold_links,
     word_attention,
 )
-from attnmt.align.links import parse_links
+from attnmt.align.link_sets import parse_links
 from attnmt.cli import main
 from attnmt.errors import UserError
 
@@ -197,7 +197,7 @@ def fake_translator(model: nn.Module):
 
     word_ids.table = {}
     src.tokenizer.word_ids = tgt.tokenizer.word_ids = word_ids
-    from attnmt.config import Config
+    from attnmt.config.schema import Config
 
     return SimpleNamespace(model=model, src=src, tgt=tgt, device=torch.device("cpu"), model_type="fake",
                            config=Config()), word_ids

@@ -185,7 +185,7 @@ def test_read_links_names_file_and_line(tmp_path):
 def test_train_with_a_bad_links_file_is_one_line_exit_2(tiny_corpus, tmp_path, capsys):
     import yaml
 
-    from attnmt.config import config_to_dict
+    from attnmt.config.schema import config_to_dict
     from tests.conftest import tiny_config
 
     lines = (tiny_corpus / "train.src").read_text(encoding="utf-8").splitlines()
@@ -223,7 +223,7 @@ def test_translate_alignments_format(tiny_model, tiny_corpus, tmp_path, capsys):
 
 
 def test_translate_alignments_symmetrized_is_within_each_direction(tiny_model, tiny_corpus, tmp_path, capsys):
-    from attnmt.translator import load
+    from attnmt.decode.translator import load
 
     sources = (tiny_corpus / "test.src").read_text(encoding="utf-8").splitlines()[:4]
     translator = load(tiny_model)
@@ -239,7 +239,7 @@ def test_translate_alignments_symmetrized_is_within_each_direction(tiny_model, t
 def test_translate_alignments_agreement_is_the_product_of_both_directions(tiny_model, tiny_corpus, tmp_path,
                                                                          capsys):
     from attnmt.align import attention_matrices
-    from attnmt.translator import load
+    from attnmt.decode.translator import load
 
     sources = (tiny_corpus / "test.src").read_text(encoding="utf-8").splitlines()[:4]
     (tmp_path / "in.txt").write_text("\n".join(sources) + "\n", encoding="utf-8")
@@ -280,8 +280,8 @@ def test_server_alignment_field_matches_the_translator(tiny_model):
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient` is deprecated")
         from fastapi.testclient import TestClient
+    from attnmt.decode.translator import load
     from attnmt.serve import create_app
-    from attnmt.translator import load
 
     sentence = "gupo pelido duno gute"
     translator = load(tiny_model)
@@ -322,7 +322,7 @@ def test_eflomal_baseline_learns_the_synthetic_alignment(tiny_corpus, tmp_path):
 
 def test_shift_offset_zero_is_the_predicting_row(tiny_model, tiny_corpus):
     from attnmt.align import attention_matrices
-    from attnmt.translator import load
+    from attnmt.decode.translator import load
 
     translator = load(tiny_model)
     src = (tiny_corpus / "test.src").read_text(encoding="utf-8").splitlines()[:5]

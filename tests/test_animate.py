@@ -137,7 +137,7 @@ def test_missing_demo_curve_says_what_to_pass(monkeypatch, tmp_path):
 
 
 def test_demo_words_use_the_demo_language():
-    from attnmt.demo import DemoSettings
+    from attnmt.study.demo import DemoSettings
 
     assert data.DEMO_SEED == DemoSettings().seed
     words = data.demo_words(25)
@@ -240,7 +240,7 @@ def test_bottleneck_frame_from_a_measured_curve(tiny_model, tiny_corpus, tmp_pat
 
 @needs_manim
 def test_soft_alignment_rejects_a_model_without_attention(tiny_corpus, tmp_path, capsys):
-    from attnmt.train import train
+    from attnmt.train.trainer import train
     from tests.conftest import tiny_config
 
     model = tmp_path / "s2s"

@@ -1,4 +1,4 @@
-"""Tests of the NumPy attention reference, attnmt.reference, against direct per-element definitions."""
+"""Tests of the NumPy attention reference, attnmt.models.reference, against direct per-element definitions."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attnmt import reference as A
+from attnmt.models import reference as A
 
 ROOT = Path(__file__).resolve().parents[1]
 PROPERTY = settings(max_examples=25, deadline=None)
@@ -260,9 +260,10 @@ def test_tour_claims_hold() -> None:
 
 
 def test_module_runs_as_a_script_without_torch() -> None:
-    # Make `import torch` fail, then run `python -m attnmt.reference`: the reference and its tour
+    # Make `import torch` fail, then run `python -m attnmt.models.reference`: the reference and its tour
     # must stand on NumPy alone.
-    code = "import runpy, sys; sys.modules['torch'] = None; runpy.run_module('attnmt.reference', run_name='__main__')"
+    code = ("import runpy, sys; sys.modules['torch'] = None; "
+            "runpy.run_path('attnmt/models/reference.py', run_name='__main__')")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "check (identity fails, fitted >= 0.9 on held-out tasks): PASSED" in proc.stdout

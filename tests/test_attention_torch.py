@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import Tensor, nn
 
-from attnmt import reference as ref
 from attnmt.models import SCORES
+from attnmt.models import reference as ref
 from attnmt.models.attention import (
     AdditiveAttention,
     DotAttention,

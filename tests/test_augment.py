@@ -9,7 +9,7 @@ import pytest
 from attnmt.data.augment import add_joined, add_unpunctuated, join_run, strip_final_punctuation
 from attnmt.data.store_links import LineLinks, StoreLinks, write_store_links
 from attnmt.data.transforms import joined_origin
-from attnmt.train import train
+from attnmt.train.trainer import train
 from tests.conftest import tiny_config
 
 PAIRS = [("我爱你。", "I love you."), ("你好", "Hi."), ("他是谁？", "Who is he?"), ("Hi, Tom!", "嗨，汤姆！"),

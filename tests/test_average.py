@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnmt.checkpoint import kept_checkpoints, load_checkpoint
 from attnmt.cli import main
-from attnmt.train import train
-from attnmt.translator import load
+from attnmt.decode.translator import load
+from attnmt.folder.checkpoint import kept_checkpoints, load_checkpoint
+from attnmt.train.trainer import train
 from tests.conftest import tiny_config
 
 

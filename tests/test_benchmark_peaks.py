@@ -16,7 +16,7 @@ def fast_rates(monkeypatch, native_bf16: bool) -> None:
     """Stand-in rates (no 2048^3 products) and a chosen bfloat16 hardware path."""
     monkeypatch.setattr(rnn256, "matmul_rate", lambda dtype, device="cpu", seconds=2.0, n=None: 0.4 if n == 512
                         else 100.0)
-    monkeypatch.setattr("attnmt.train.native_bf16", lambda device: native_bf16)
+    monkeypatch.setattr("attnmt.train.trainer.native_bf16", lambda device: native_bf16)
 
 
 @pytest.mark.parametrize("native", [False, True])

@@ -23,9 +23,9 @@ pytest.importorskip("fastapi", reason="the serve extra (fastapi) is not installe
 pytest.importorskip("uvicorn", reason="the serve extra (uvicorn) is not installed")
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
 
+from attnmt.decode.translator import load
+from attnmt.explore.page import build_export, export_page
 from attnmt.serve import create_app
-from attnmt.serve.export import build_export, export_page
-from attnmt.translator import load
 from tests.conftest import tiny_config
 from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, running_server
 from tests.test_serve import SENTENCE, train_tiny_transformer
@@ -35,7 +35,7 @@ pytestmark = pytest.mark.skipif(not CHROMIUM.exists(),
 
 
 def train_seq2seq(corpus: Path, directory: Path) -> Path:
-    from attnmt.train import train
+    from attnmt.train.trainer import train
 
     train(tiny_config(corpus, "seq2seq", max_steps=40, valid_every=40, valid_bleu_sample=0), directory, quiet=True)
     return directory
@@ -330,7 +330,7 @@ def test_the_exported_file_works_from_file_urls_with_the_network_blocked(browser
 
 
 def test_words_by_default_and_pieces_on_request(browser, tiny_corpus, tmp_path):
-    from attnmt.train import train
+    from attnmt.train.trainer import train
 
     config = tiny_config(tiny_corpus, max_steps=40, valid_every=40, valid_bleu_sample=0)
     train(replace(config, data=replace(config.data, tokenizer="unigram", vocab_size=120)), tmp_path / "sp", quiet=True)

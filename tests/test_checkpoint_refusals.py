@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnmt.checkpoint import load_checkpoint, save_checkpoint
 from attnmt.cli import main
 from attnmt.errors import UserError
-from attnmt.train import train
+from attnmt.folder.checkpoint import load_checkpoint, save_checkpoint
+from attnmt.train.trainer import train
 from tests.conftest import tiny_config
 
 
@@ -64,9 +64,9 @@ def test_weights_that_are_not_finite_are_refused(tiny_model, tmp_path, capsys):
 
 @contextlib.contextmanager
 def full_disk(monkeypatch, after: int):
-    """Checkpoint writes (binary, through attnmt.safe_write) after the first `after` go to /dev/full: the kernel's
-    own ENOSPC, at flush."""
-    import attnmt.safe_write as safe_write
+    """Checkpoint writes (binary, through attnmt.runtime.safe_write) after the first `after` go to /dev/full:
+    the kernel's own ENOSPC, at flush."""
+    import attnmt.runtime.safe_write as safe_write
 
     real, calls = os.fdopen, []
 
@@ -84,7 +84,7 @@ def full_disk(monkeypatch, after: int):
 
 def test_a_full_disk_during_training_is_one_line_and_the_run_resumes(tiny_corpus, tmp_path, monkeypatch, capsys):
     config = tiny_config(tiny_corpus, max_steps=4, valid_every=2, log_every=2)
-    from attnmt.config import save_config
+    from attnmt.config.schema import save_config
 
     save_config(config, tmp_path / "c.yaml")
     model = tmp_path / "m"

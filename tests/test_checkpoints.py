@@ -9,8 +9,8 @@ import shutil
 import torch
 
 import attnmt
-from attnmt.checkpoint import load_checkpoint, save_checkpoint
-from attnmt.train import train
+from attnmt.folder.checkpoint import load_checkpoint, save_checkpoint
+from attnmt.train.trainer import train
 from tests.conftest import tiny_config
 
 

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from attnmt.evaluate import LengthBucket
+from attnmt.decode.evaluate import LengthBucket
 
 REPO = Path(__file__).resolve().parents[1]
 

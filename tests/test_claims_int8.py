@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
+from attnmt.decode.translator import load
 from attnmt.models.encoders import StackedRNN
-from attnmt.train import train
-from attnmt.translator import load
+from attnmt.train.trainer import train
 from tests.conftest import tiny_config
 
 MODEL_TYPES = ["seq2seq", "rnnsearch", "transformer"]

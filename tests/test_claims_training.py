@@ -12,11 +12,11 @@ import pytest
 import torch
 
 import attnmt
-import attnmt.train
-from attnmt.checkpoint import load_checkpoint
+import attnmt.train.trainer
 from attnmt.data.vocab import BOS_ID, EOS_ID, PAD_ID
-from attnmt.loss import nll_loss
-from attnmt.train import train
+from attnmt.folder.checkpoint import load_checkpoint
+from attnmt.train.loss import nll_loss
+from attnmt.train.trainer import train
 from tests.conftest import tiny_config
 
 
@@ -102,7 +102,7 @@ def rising_validation_loss(monkeypatch) -> list[float]:
         seen.append(float(len(seen) + 1))
         return seen[-1]
 
-    monkeypatch.setattr(attnmt.train, "validation_loss", fake)
+    monkeypatch.setattr(attnmt.train.trainer, "validation_loss", fake)
     return seen
 
 

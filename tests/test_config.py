@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from attnmt.config import Config, load_config
+from attnmt.config.schema import Config, load_config
 from attnmt.errors import UserError
 
 

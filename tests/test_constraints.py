@@ -1,4 +1,4 @@
-"""--min-len and --no-repeat-ngram (attnmt.constraints) in greedy and beam search, against brute force.
+"""--min-len and --no-repeat-ngram (attnmt.decode.constraints) in greedy and beam search, against brute force.
 
 The table model's log probs depend on (sentence, step, previous token), so the exact answer under the
 constraints is found by enumerating every output sequence of a 3-word vocabulary and keeping the ones
@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from attnmt.data.vocab import BOS_ID, EOS_ID
+from attnmt.decode.search import beam_search, greedy_search, length_penalty_factor
 from attnmt.errors import UserError
-from attnmt.search import beam_search, greedy_search, length_penalty_factor
 from tests.test_search import ALLOWED, LENGTHS, TableModel, TinyAttnModel, make_batch, random_table
 
 MAX_LENS = [2, 3, 5]  # max_len_a 1 * the source length

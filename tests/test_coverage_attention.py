@@ -7,11 +7,11 @@ import pytest
 import torch
 
 from attnmt.data.vocab import BOS_ID, EOS_ID
+from attnmt.decode.search import beam_search
+from attnmt.decode.translator import load
 from attnmt.models import build_model, model_config
 from attnmt.models.attention import AdditiveAttention, CoverageAttention
-from attnmt.search import beam_search
-from attnmt.train import train
-from attnmt.translator import load
+from attnmt.train.trainer import train
 from tests.conftest import tiny_config
 
 SRC = torch.tensor([[5, 6, 7, 8, 9], [10, 11, 12, 0, 0]])

@@ -10,9 +10,15 @@ import torch
 from torch import nn
 
 from attnmt.data.vocab import BOS_ID, EOS_ID
+from attnmt.decode.search import (
+    COVERAGE_FLOOR,
+    beam_search,
+    coverage_penalty_term,
+    greedy_search,
+    length_penalty_factor,
+)
+from attnmt.decode.translator import load
 from attnmt.errors import UserError
-from attnmt.search import COVERAGE_FLOOR, beam_search, coverage_penalty_term, greedy_search, length_penalty_factor
-from attnmt.translator import load
 from tests.test_cli import assert_user_error, run
 from tests.test_search import ALLOWED, LENGTHS, TinyAttnModel, make_batch, same, stopping_table
 
@@ -162,7 +168,7 @@ def test_translate_and_the_cli(capsys, tiny_model, tiny_corpus, tmp_path):
 
 @pytest.fixture(scope="module")
 def tiny_seq2seq_model(tiny_corpus, tmp_path_factory):
-    from attnmt.train import train
+    from attnmt.train.trainer import train
     from tests.conftest import tiny_config
 
     model_dir = tmp_path_factory.mktemp("models") / "seq2seq"

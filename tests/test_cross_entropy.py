@@ -1,4 +1,4 @@
-"""The blocked cross-entropy (attnmt.cross_entropy) against torch's: the same sum, the same gradient."""
+"""The blocked cross-entropy (attnmt.train.cross_entropy) against torch's: the same sum, the same gradient."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnmt.cross_entropy import block_rows, cross_entropy_sum
 from attnmt.data.vocab import PAD_ID
-from attnmt.loss import nll_loss
+from attnmt.train.cross_entropy import block_rows, cross_entropy_sum
+from attnmt.train.loss import nll_loss
 
 
 def _case(n: int, vocab: int, dtype: torch.dtype, seed: int = 0):

@@ -1,4 +1,4 @@
-"""attnmt export --format ctranslate2 and the exported folder as a model (attnmt.ct2), on tiny Transformers.
+"""attnmt export --format ctranslate2 and the exported folder as a model (attnmt.export), on tiny Transformers.
 
 Float32 gives attnmt's translations: greedy for every sentence with the same scores and attention; beam search
 for at least 95% of the sentences (CTranslate2 ends beam search by its own rule); int8 stays close (chrF against
@@ -17,15 +17,15 @@ import pytest
 pytest.importorskip("ctranslate2", reason="ctranslate2 is not installed (pip install -e '.[ct2]')")
 
 from attnmt.cli import main
-from attnmt.ct2.convert import export_ctranslate2
+from attnmt.decode.translator import load
 from attnmt.errors import UserError
-from attnmt.translator import load
+from attnmt.export.convert import export_ctranslate2
 from tests.conftest import tiny_config
 
 
 @pytest.fixture(scope="module")
 def transformer(tiny_corpus, tmp_path_factory):
-    from attnmt.train import train
+    from attnmt.train.trainer import train
 
     # 300 steps: trained far enough that int8's rounding changes few outputs whichever CPU kernels trained it
     config = tiny_config(tiny_corpus, "transformer", max_steps=300, valid_every=300, valid_bleu_sample=0)
@@ -95,7 +95,7 @@ def test_length_and_repetition_options(exported, transformer, sources):
 @pytest.fixture(scope="module")
 def untrained(tiny_corpus, tmp_path_factory):
     """A Transformer trained one step at a negligible rate, and its export: its greedy outputs run to the cap."""
-    from attnmt.train import train
+    from attnmt.train.trainer import train
 
     config = tiny_config(tiny_corpus, "transformer", max_steps=1, valid_every=1, valid_bleu_sample=0,
                          optimizer="sgd", lr=1e-9)
@@ -104,7 +104,7 @@ def untrained(tiny_corpus, tmp_path_factory):
 
 
 def test_each_sentence_is_capped_by_its_own_length_in_any_batch(untrained, sources):
-    from attnmt.search import max_output_lengths
+    from attnmt.decode.search import max_output_lengths
 
     native, exported = (load(path) for path in untrained)
     picked = sorted({len(s.split()): s for s in sources}.values(), key=len)[:4]  # four source lengths
@@ -124,7 +124,7 @@ def test_each_sentence_is_capped_by_its_own_length_in_any_batch(untrained, sourc
 
 
 def test_sampling_is_seeded_and_a_prefix_is_kept(exported, sources):
-    from attnmt.sampling import Sampling
+    from attnmt.decode.sampling import Sampling
 
     translator = load(exported)
     one = translator.translate(sources[:4], n_best=3, sampling=Sampling(top_k=5, seed=7))
@@ -136,7 +136,7 @@ def test_sampling_is_seeded_and_a_prefix_is_kept(exported, sources):
 
 
 def _guided(tiny_corpus, tmp_path):
-    from attnmt.train import train
+    from attnmt.train.trainer import train
     from tests.test_guidance import _links_file
 
     config = tiny_config(tiny_corpus, "transformer", max_steps=20, valid_every=20, valid_bleu_sample=0)
@@ -278,7 +278,7 @@ def test_both_translators_check_prefixes_and_options_alike(exported, transformer
 
 
 def test_a_source_longer_than_the_position_table_is_refused(exported):
-    from attnmt.translator import SentenceTooLong
+    from attnmt.decode.translator import SentenceTooLong
 
     with pytest.raises(SentenceTooLong, match="1,024 this translator accepts"):
         load(exported).translate(["a " * 1100])
@@ -292,7 +292,7 @@ def test_a_failed_export_leaves_the_previous_folder_whole(transformer, tmp_path,
             (Path(folder) / "model.bin").write_bytes(b"half")
             raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr("attnmt.ct2.convert._Converter", lambda *a, **k: FullDisk())
+    monkeypatch.setattr("attnmt.export.convert._Converter", lambda *a, **k: FullDisk())
     out = tmp_path / "export"
     out.mkdir()
     (out / "model.bin").write_bytes(b"the previous export")

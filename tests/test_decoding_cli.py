@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from attnmt.evaluate import corpus_ter
+from attnmt.decode.evaluate import corpus_ter
 from tests.test_cli import assert_user_error, run
 from tests.test_constraints import repeats
 

@@ -2,7 +2,7 @@
 
 import json
 
-from attnmt.demo import DemoSettings, run_demo
+from attnmt.study.demo import DemoSettings, run_demo
 
 
 def test_demo_writes_every_output_and_reports_both_models(tmp_path):

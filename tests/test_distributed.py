@@ -8,13 +8,13 @@ import pytest
 import torch
 import yaml
 
-from attnmt.checkpoint import load_checkpoint
-from attnmt.config import config_to_dict
+from attnmt.config.schema import config_to_dict
 from attnmt.data.dataset import load_processors
 from attnmt.data.loading import batch_of, training_batches
 from attnmt.data.store import StoreData
-from attnmt.loss import nll_loss
+from attnmt.folder.checkpoint import load_checkpoint
 from attnmt.models import build_model
+from attnmt.train.loss import nll_loss
 from tests.conftest import tiny_config
 
 STEPS = 3

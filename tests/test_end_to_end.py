@@ -6,9 +6,9 @@ import pytest
 import torch
 
 import attnmt
-from attnmt.checkpoint import load_checkpoint
-from attnmt.runlog import training_summary
-from attnmt.train import train
+from attnmt.folder.checkpoint import load_checkpoint
+from attnmt.train.events import training_summary
+from attnmt.train.trainer import train
 from tests.conftest import tiny_config
 
 
@@ -60,7 +60,7 @@ def test_beam_one_equals_greedy(tiny_model, tiny_corpus):
     translator = attnmt.load(tiny_model)
     sentences = (tiny_corpus / "test.src").read_text(encoding="utf-8").splitlines()
     greedy = translator.translate(sentences, beam=1)
-    from attnmt.search import beam_search, greedy_search
+    from attnmt.decode.search import beam_search, greedy_search
 
     with torch.inference_mode():
         ids = [translator.src.ids(s) for s in sentences[:8]]

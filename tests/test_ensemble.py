@@ -1,4 +1,4 @@
-"""Ensembles (attnmt.ensemble): the step log probs are the members' weighted mean, attention their mean."""
+"""Ensembles (attnmt.decode.ensemble): the step log probs are the members' weighted mean, attention their mean."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import torch
 
 import attnmt
 from attnmt.data.vocab import BOS_ID, EOS_ID
-from attnmt.ensemble import Ensemble, load_ensemble
+from attnmt.decode.ensemble import Ensemble, load_ensemble
+from attnmt.decode.sampling import Sampling
+from attnmt.decode.search import beam_search, greedy_search
 from attnmt.errors import UserError
-from attnmt.sampling import Sampling
-from attnmt.search import beam_search, greedy_search
 from tests.test_cli import assert_user_error, run
 from tests.test_search import LENGTHS, TableModel, TinyAttnModel, make_batch, random_table
 
@@ -82,8 +82,8 @@ def swapped_target_words(tiny_model, tmp_path):
 
 
 def rerecord_tokenizers(model):
-    from attnmt.checkpoint import load_checkpoint, save_checkpoint
     from attnmt.data.store import tokenizer_hash
+    from attnmt.folder.checkpoint import load_checkpoint, save_checkpoint
 
     path = model / "checkpoints" / "best.pt"
     payload = load_checkpoint(path)
@@ -111,7 +111,7 @@ def test_bad_weights():
 
 
 def test_a_mix_of_model_types_decodes_with_the_members_mean_log_prob(tiny_model, tiny_corpus, tmp_path):
-    from attnmt.train import train
+    from attnmt.train.trainer import train
     from tests.conftest import tiny_config
 
     dirs = [tiny_model]

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 from sacrebleu.metrics import BLEU
 
-from attnmt.errors import UserError
-from attnmt.evaluate import (
+from attnmt.decode.evaluate import (
     LengthBucket,
     Scores,
     bleu_by_length,
@@ -15,6 +14,7 @@ from attnmt.evaluate import (
     format_table,
     length_edges,
 )
+from attnmt.errors import UserError
 
 REFS = [
     "the cat sat on the mat .",

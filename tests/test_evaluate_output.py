@@ -25,7 +25,7 @@ def test_output_holds_the_translations_that_were_scored(tiny_model, tiny_corpus,
     written = json.loads(report.read_text(encoding="utf-8"))
     assert written["output"] == str(hyps) and written["n_best"] == 1
     # the BLEU in the JSON is that of the file's lines
-    from attnmt.evaluate import corpus_scores
+    from attnmt.decode.evaluate import corpus_scores
     references = (tiny_corpus / "test.tgt").read_text(encoding="utf-8").splitlines()
     assert written["scores"]["bleu"] == corpus_scores(lines, references, tokenize="none").bleu
 

@@ -1,4 +1,4 @@
-"""The explore record (attnmt.explore) and prefix-forced translation through the Python API, on the tiny
+"""The explore record (attnmt.decode.steps) and prefix-forced translation through the Python API, on the tiny
 trained models: the record's steps are what the search saw, and its parts agree with each other."""
 
 from __future__ import annotations
@@ -9,16 +9,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from attnmt.decode.steps import FORMAT, explore, what_if
+from attnmt.decode.translator import load
 from attnmt.errors import UserError
-from attnmt.explore import FORMAT, explore, what_if
-from attnmt.translator import load
 from tests.conftest import tiny_config
 
 SENTENCE = "gupo pelido duno gute"  # from the synthetic language the tiny models learned
 
 
 def train_tiny(corpus: Path, directory: Path, model_type: str, steps: int) -> Path:
-    from attnmt.train import train
+    from attnmt.train.trainer import train
 
     train(tiny_config(corpus, model_type, max_steps=steps, valid_every=steps, valid_bleu_sample=0), directory,
           quiet=True)
@@ -177,7 +177,7 @@ def test_a_prefix_that_no_repeat_ngram_forbids_is_refused(translators):
 
 def test_words_are_whitespace_words_and_each_piece_of_a_script_without_spaces(tmp_path):
     from attnmt.data.tokenize import train_tokenizer
-    from attnmt.explore import words_of
+    from attnmt.decode.steps import words_of
 
     texts = ["我爱你。", "你爱我吗？", "Die Frau liest ein Buch.", "我们 爱 读书", "the reader reads books"] * 20
     tokenizer = train_tokenizer("unigram", texts, 60, tmp_path, "sp")

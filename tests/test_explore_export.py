@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from attnmt.cli import main
-from attnmt.serve.export import EXPORT_FORMAT, STATIC_DIR, build_export, export_page, length_examples
-from attnmt.translator import load
+from attnmt.decode.translator import load
+from attnmt.explore.page import EXPORT_FORMAT, STATIC_DIR, build_export, export_page, length_examples
 from tests.test_explore import SENTENCE, train_tiny
 
 HOSTILE = "gupo </script><script>alert(1)</script> duno"
@@ -114,7 +114,7 @@ def test_bad_input_is_one_line(tiny_model, tmp_path, monkeypatch, capsys, extra,
 def test_the_command_the_demo_prints_opens_its_two_models(tiny_model, seq2seq, tmp_path):
     import shlex
 
-    from attnmt.demo import explorer_hint
+    from attnmt.study.demo import explorer_hint
 
     hint = explorer_hint({"seq2seq": seq2seq, "rnnsearch": tiny_model}, tmp_path)
     command = next(line.split() for line in hint.splitlines() if line.strip().startswith("attnmt explore"))

@@ -14,9 +14,9 @@ with warnings.catch_warnings():  # newer Starlette warns, on import, that its Te
     warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient` is deprecated")
     from fastapi.testclient import TestClient
 
-from attnmt.explore import explore
+from attnmt.decode.steps import explore
+from attnmt.decode.translator import load
 from attnmt.serve import Limits, create_app
-from attnmt.translator import load
 from tests.test_explore import SENTENCE, train_tiny
 
 

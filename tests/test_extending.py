@@ -5,10 +5,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from attnmt.decode.translator import load
 from attnmt.models import SCORES, register_score
 from attnmt.models.attention import Attention
-from attnmt.train import train
-from attnmt.translator import load
+from attnmt.train.trainer import train
 from tests.conftest import tiny_config
 
 
@@ -47,7 +47,7 @@ def test_a_new_attention_score_registers_trains_and_translates(tiny_corpus, tmp_
 
 
 def test_a_new_scheduler_registers_and_trains(tiny_corpus, tmp_path):
-    from attnmt.schedulers import SCHEDULERS
+    from attnmt.train.schedulers import SCHEDULERS
 
     # Step 1: a function (optimizer, train config, budget_used) -> torch scheduler, registered under a name.
     @SCHEDULERS.register("halving")

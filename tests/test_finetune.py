@@ -10,10 +10,10 @@ import pytest
 import torch
 
 import attnmt
-from attnmt.checkpoint import load_checkpoint
 from attnmt.cli import main
 from attnmt.errors import UserError
-from attnmt.train import train
+from attnmt.folder.checkpoint import load_checkpoint
+from attnmt.train.trainer import train
 from tests.conftest import tiny_config
 from tests.test_recipes import SHARED_MULTI30K, cut, layout, needs_multi30k, readme_commands, tiny
 from tests.test_tatoeba import write_tatoeba

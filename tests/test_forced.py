@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from attnmt.forced import eval_mode, forced_batches
+from attnmt.decode.forced import eval_mode, forced_batches
 from attnmt.models import build_model, model_config
 
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from attnmt.checkpoint import load_checkpoint
-from attnmt.train import train
-from attnmt.translator import model_config
+from attnmt.decode.translator import model_config
+from attnmt.folder.checkpoint import load_checkpoint
+from attnmt.train.trainer import train
 
 LR = 0.5
 CLIP = 1e-3

@@ -1,4 +1,4 @@
-"""Guided alignment training (attnmt/guidance.py): the loss, where its gradient goes, and its effect."""
+"""Guided alignment training (attnmt/train/guidance.py): the loss, where its gradient goes, and its effect."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from attnmt.config import ModelConfig
+from attnmt.config.schema import ModelConfig
 from attnmt.data.vocab import BOS_ID
-from attnmt.guidance import alignment_loss, guidance_matrix, piece_links
 from attnmt.models import build_model
+from attnmt.train.guidance import alignment_loss, guidance_matrix, piece_links
 from tests.conftest import tiny_config
 
 
@@ -79,7 +79,7 @@ def _weights(model_dir: Path) -> dict:
 
 
 def test_zero_weight_trains_exactly_the_unguided_model(tiny_corpus, tmp_path):
-    from attnmt.train import train
+    from attnmt.train.trainer import train
 
     plain = train(tiny_config(tiny_corpus, max_steps=6, valid_every=6), tmp_path / "plain", quiet=True).model_dir
     config = tiny_config(tiny_corpus, max_steps=6, valid_every=6)
@@ -92,7 +92,7 @@ def test_zero_weight_trains_exactly_the_unguided_model(tiny_corpus, tmp_path):
 
 def test_guided_attention_aligns_better_than_unguided(tiny_corpus, tmp_path):
     from attnmt.align import align_files
-    from attnmt.train import train
+    from attnmt.train.trainer import train
 
     def aer(model_dir) -> float:
         result = align_files(model_dir, tiny_corpus / "test.src", tiny_corpus / "test.tgt",
@@ -113,7 +113,7 @@ def test_guided_attention_aligns_better_than_unguided(tiny_corpus, tmp_path):
 def test_alignment_test_text_is_added_to_training_without_links(tiny_corpus, tmp_path):
     import json
 
-    from attnmt.train import train
+    from attnmt.train.trainer import train
 
     config = tiny_config(tiny_corpus, max_steps=2, valid_every=2, valid_bleu_sample=0)
     config.data.transforms = [{"name": "align_text", "src": str(tiny_corpus / "test.src"),
@@ -150,9 +150,9 @@ def test_guidance_rows_move_by_the_offset_and_never_reach_padding():
 def test_bahdanau_order_guides_the_last_piece_on_the_shift_row_without_changing_the_translation_loss():
     """In Bahdanau's order the last piece's shift row is the step after </s> is read: the guided batch
     runs one step longer, supervises that row, and keeps the NLL of the unguided batch."""
-    from attnmt.config import Config, TrainConfig
+    from attnmt.config.schema import Config, TrainConfig
     from attnmt.data.batching import Batch
-    from attnmt.loss import step_loss
+    from attnmt.train.loss import step_loss
 
     torch.manual_seed(0)
     cfg = ModelConfig.of(type="rnnsearch", dropout=0.0, emb_size=8, hidden_size=16, decoder="bahdanau")
@@ -179,9 +179,9 @@ ATTENDING = [("rnnsearch", "bahdanau"), ("rnnsearch", "luong"), ("transformer", 
 def test_the_shift_row_is_the_first_whose_query_has_read_the_word(model_type, decoder):
     """Under row: shift, y_t's alignment loss must depend on y_t (its row has read it) and not on y_{t+1}
     (not a row later): fails if the offset of any decoder is off by one either way."""
-    from attnmt.config import Config, TrainConfig
+    from attnmt.config.schema import Config, TrainConfig
     from attnmt.data.batching import Batch
-    from attnmt.loss import step_loss
+    from attnmt.train.loss import step_loss
 
     torch.manual_seed(0)
     sizes = ({"emb_size": 8, "hidden_size": 16, "decoder": decoder} if decoder else
@@ -208,8 +208,8 @@ def test_the_shift_row_is_the_first_whose_query_has_read_the_word(model_type, de
 
 def test_a_model_guided_on_the_shift_row_is_read_with_shift_by_default(tiny_corpus, tmp_path):
     from attnmt.align import align_files, model_method
-    from attnmt.train import train
-    from attnmt.translator import load
+    from attnmt.decode.translator import load
+    from attnmt.train.trainer import train
 
     config = tiny_config(tiny_corpus, max_steps=2, valid_every=2, valid_bleu_sample=0)
     config.data.transforms = [{"name": "links", "path": str(_links_file(tiny_corpus, tmp_path))}]
@@ -222,8 +222,8 @@ def test_a_model_guided_on_the_shift_row_is_read_with_shift_by_default(tiny_corp
 
 def test_a_guided_transformer_is_read_from_its_supervised_head(tiny_corpus, tmp_path):
     from attnmt.align import attention_matrices
-    from attnmt.train import train
-    from attnmt.translator import load
+    from attnmt.decode.translator import load
+    from attnmt.train.trainer import train
 
     config = tiny_config(tiny_corpus, "transformer", max_steps=2, valid_every=2, valid_bleu_sample=0)
     config.model.dec_layers = 2
@@ -275,7 +275,7 @@ def test_the_full_context_guidance_reaches_only_the_layers_up_to_its_head():
 
 
 def test_full_context_needs_a_decoder_that_sees_the_whole_target(tiny_corpus, tmp_path):
-    from attnmt.config import config_from_dict, config_to_dict
+    from attnmt.config.schema import config_from_dict, config_to_dict
     from attnmt.errors import UserError
 
     raw = config_to_dict(tiny_config(tiny_corpus))  # an rnnsearch
@@ -287,8 +287,8 @@ def test_full_context_needs_a_decoder_that_sees_the_whole_target(tiny_corpus, tm
 
 def test_a_full_context_model_is_trained_and_read_in_the_full_context_pass(tiny_corpus, tmp_path):
     from attnmt.align import attention_matrices
-    from attnmt.train import train
-    from attnmt.translator import load
+    from attnmt.decode.translator import load
+    from attnmt.train.trainer import train
 
     config = tiny_config(tiny_corpus, "transformer", max_steps=2, valid_every=2, valid_bleu_sample=0)
     config.model.dec_layers = 2
@@ -322,7 +322,7 @@ def test_links_written_by_attnmt_align_guide_a_new_model(tiny_model, tiny_corpus
     import json
 
     from attnmt.cli import main
-    from attnmt.train import train
+    from attnmt.train.trainer import train
 
     links = tmp_path / "self.links"
     assert main(["align", "--model", str(tiny_model), "--src", str(tiny_corpus / "train.src"),
@@ -340,9 +340,9 @@ def test_joined_pairs_carry_their_parts_guidance_shifted(tiny_corpus, tmp_path):
     """The joined_pairs transform: a joined pair's guidance is its parts' guidance, the later parts' source
     pieces shifted by the pieces before them, worked out here from the parts' text."""
     from attnmt.data.corpus import read_parallel
-    from attnmt.data.links import read_links
     from attnmt.data.loading import load_data
-    from attnmt.guidance import Guidance
+    from attnmt.data.pharaoh import read_links
+    from attnmt.train.guidance import Guidance
 
     class Log:
         def event(self, *args, **kwargs):
@@ -376,7 +376,7 @@ def test_joined_pairs_carry_their_parts_guidance_shifted(tiny_corpus, tmp_path):
 def test_training_guides_the_joined_pairs(tiny_corpus, tmp_path):
     import json
 
-    from attnmt.train import train
+    from attnmt.train.trainer import train
 
     config = tiny_config(tiny_corpus, max_steps=2, valid_every=2, valid_bleu_sample=0)
     config.data.transforms = [{"name": "joined_pairs", "count": 25},

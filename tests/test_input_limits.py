@@ -17,8 +17,8 @@ import pytest
 from attnmt.cli import main
 from attnmt.data.chunks import count_lines, decode_chunk, raw_chunks
 from attnmt.data.corpus import MAX_LINE_BYTES, read_lines, read_parallel, read_stream, read_tsv
+from attnmt.decode.evaluate import MAX_TEST_PAIRS
 from attnmt.errors import UserError
-from attnmt.evaluate import MAX_TEST_PAIRS
 
 ROOT = Path(__file__).resolve().parents[1]
 LONG = b"x" * (MAX_LINE_BYTES + 1)
@@ -85,8 +85,8 @@ def test_training_drops_an_over_long_pair_and_says_so_when_it_starts(tiny_corpus
 
 
 def test_a_prepared_store_counts_long_lines_apart_from_empty_ones(tmp_path: Path) -> None:
-    from attnmt.config import load_config
-    from attnmt.data.prepare import prepare
+    from attnmt.config.schema import load_config
+    from attnmt.data.store_prepare import prepare
 
     (tmp_path / "s.txt").write_bytes(b"a b\n\nc d\n" + LONG + b"\ne f\n")
     (tmp_path / "t.txt").write_bytes(b"x y\nz\nw v\nu\nt s\n")
@@ -110,7 +110,7 @@ def memory_limit() -> int:
     """The address space of a process that has imported the command line and torch (about 0.7 GB on a CPU
     build, more with CUDA's libraries mapped), plus 1 GiB: a tiny model and a test set of a million short
     lines fit; a whole /dev/zero passes it within a second."""
-    code = ("import attnmt.cli, attnmt.translator, attnmt.evaluate, re; "
+    code = ("import attnmt.cli, attnmt.decode.translator, attnmt.decode.evaluate, re; "
             "print(re.search(r'VmPeak:\\s+(\\d+) kB', open('/proc/self/status').read()).group(1))")
     baseline = int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV,
                                   check=True).stdout) << 10

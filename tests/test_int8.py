@@ -7,8 +7,8 @@ import torch
 from torch import nn
 
 from attnmt.cli import main
+from attnmt.decode.translator import load
 from attnmt.errors import UserError
-from attnmt.translator import load
 
 
 def _sentences(corpus, n=40):
@@ -78,7 +78,7 @@ def test_served_models_can_be_int8(tiny_model):
     ("rnnsearch", {"decoder": "luong", "score": "general", "dec_layers": 2}),  # the RNN's input: the word alone
 ])
 def test_every_model_type_decodes_in_int8(model_type, model_settings, tiny_corpus, tmp_path):
-    from attnmt.train import train
+    from attnmt.train.trainer import train
     from tests.conftest import tiny_config
 
     config = tiny_config(tiny_corpus, model_type)

@@ -1,4 +1,4 @@
-"""The live translate loop (attnmt.interactive): a terminal line by line, a pipe in groups of the lines ready."""
+"""The live translate loop (attnmt.decode.interactive): a terminal line by line, a pipe in groups of the lines ready."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
+from attnmt.decode.interactive import in_groups, is_live, live_lines, ready_groups
+from attnmt.decode.translator import Translator
 from attnmt.errors import UserError
-from attnmt.interactive import in_groups, is_live, live_lines, ready_groups
-from attnmt.translator import Translator
 from tests.test_cli import assert_user_error, run
 
 LINES = ["a b c", "d e", "", "c a b d", "e"]

@@ -17,18 +17,13 @@ PACKAGE = ROOT / "attnmt"
 # The layers, lowest first. A name covers the module and, for a package, everything in it; a module
 # belongs to the longest name that covers it. "attnmt" is the package's own __init__ (attnmt.load).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("leaf", ("attnmt.errors", "attnmt.registry", "attnmt.typed", "attnmt.special", "attnmt.config",
-              "attnmt.schedulers", "attnmt.checkpoint", "attnmt.model_folder", "attnmt.runlog", "attnmt.trainlog",
-              "attnmt.distributed", "attnmt.parallel", "attnmt.reference", "attnmt.cross_entropy", "attnmt.optim",
-              "attnmt.model_size", "attnmt.safe_write", "attnmt.folder_lock",
-              "attnmt.yaml_input")),
+    # attnmt.train.schedulers: the scheduler registry, whose names the config checks
+    ("errors, config, runtime", ("attnmt.errors", "attnmt.config", "attnmt.runtime", "attnmt.train.schedulers")),
     ("models and data", ("attnmt.models", "attnmt.data")),
-    ("search, translator, train", ("attnmt", "attnmt.search", "attnmt.constraints", "attnmt.sampling",
-                                   "attnmt.beam_tree", "attnmt.explore", "attnmt.ensemble", "attnmt.forced",
-                                   "attnmt.loss", "attnmt.guidance", "attnmt.folder_checkpoint", "attnmt.resume",
-                                   "attnmt.accumulate", "attnmt.finetune", "attnmt.train", "attnmt.translator",
-                                   "attnmt.evaluate", "attnmt.interactive", "attnmt.ct2", "attnmt.translation")),
-    ("align, serve, study, viz", ("attnmt.align", "attnmt.serve", "attnmt.study", "attnmt.viz", "attnmt.demo")),
+    ("model folder", ("attnmt.folder",)),
+    ("decode, train, export", ("attnmt", "attnmt.decode", "attnmt.train", "attnmt.export")),
+    ("align, serve, explore, study, viz", ("attnmt.align", "attnmt.serve", "attnmt.explore", "attnmt.study",
+                                           "attnmt.viz")),
     ("cli", ("attnmt.cli", "attnmt.__main__")),
 ]
 # Packages of one layer that know nothing of each other: the models take token ids, not a vocabulary.
@@ -58,7 +53,7 @@ def layer_of(module: str) -> int | None:
     return layer
 
 
-def imported(module: str, path: Path, known: dict[str, Path]) -> set[str]:
+def imported(module: str, path: Path, known: dict[str, Path], quiet: set[str]) -> set[str]:
     """The package's modules that `module` imports, anywhere in its file."""
     package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
     names = []
@@ -80,16 +75,25 @@ def imported(module: str, path: Path, known: dict[str, Path]) -> set[str]:
         found.add(name)
         parent = name.rpartition(".")[0]
         while parent.count("."):  # its packages run first (attnmt's own is every module's)
-            if not (module == parent or module.startswith(parent + ".")):
+            if parent not in quiet and not (module == parent or module.startswith(parent + ".")):
                 found.add(parent)
             parent = parent.rpartition(".")[0]
     found.discard(module)
     return found
 
 
+def quiet_packages(known: dict[str, Path]) -> set[str]:
+    """Packages whose __init__ imports nothing: importing one of their modules runs no other code."""
+    def imports_nothing(path: Path) -> bool:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        return not any(isinstance(node, (ast.Import, ast.ImportFrom)) for node in ast.walk(tree))
+    return {name for name, path in known.items() if path.name == "__init__.py" and imports_nothing(path)}
+
+
 def import_graph() -> dict[str, set[str]]:
     known = modules()
-    return {name: imported(name, path, known) for name, path in known.items()}
+    quiet = quiet_packages(known)
+    return {name: imported(name, path, known, quiet) for name, path in known.items()}
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -161,7 +165,14 @@ def test_no_modules_import_each_other_in_a_circle():
 def test_the_checks_see_what_they_check():
     """The graph is the real one: a known downward import is in it, and a circle is found."""
     graph = import_graph()
-    assert "attnmt.errors" in graph["attnmt.config"]
-    assert "attnmt.models" in graph["attnmt.translator"]
+    assert "attnmt.errors" in graph["attnmt.config.schema"]
+    assert "attnmt.models" in graph["attnmt.decode.translator"]
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
-    assert layer_of("attnmt.align.links") == 3 and layer_of("attnmt") == 2 and layer_of("attnmt.models.int8") == 1
+    assert layer_of("attnmt.align.link_sets") == 4 and layer_of("attnmt") == 3 and layer_of("attnmt.models.int8") == 1
+    assert layer_of("attnmt.train.schedulers") == 0 and layer_of("attnmt.train.loss") == 3
+
+
+def test_package_root_holds_only_the_public_api():
+    """The root keeps the public API (__init__), errors and __main__; everything else lives in its layer."""
+    root = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert root == ["__init__.py", "__main__.py", "errors.py"], root

@@ -71,7 +71,7 @@ def test_cjk_text_keeps_its_pieces_as_columns():
 
 
 def test_plot_attention_labels_words_by_default_and_pieces_on_request(tiny_corpus, tmp_path, monkeypatch, capsys):
-    from attnmt.train import train
+    from attnmt.train.trainer import train
     from tests.conftest import tiny_config
 
     config = tiny_config(tiny_corpus, max_steps=4, valid_every=4, valid_bleu_sample=0)

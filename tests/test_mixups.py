@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnmt.checkpoint import load_checkpoint, save_checkpoint
 from attnmt.cli import main
 from attnmt.data.store import tokenizer_hash
+from attnmt.folder.checkpoint import load_checkpoint, save_checkpoint
 
 
 def copy_of(tiny_model: Path, tmp_path: Path) -> Path:

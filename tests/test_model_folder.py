@@ -1,5 +1,5 @@
-"""A model folder is written by one process at a time (attnmt/folder_lock.py) and stays rerunnable
-(attnmt/model_folder.py): a second train, resume, fine-tune or average of a folder in use is one line naming
+"""A model folder is written by one process at a time (attnmt/runtime/lock.py) and stays rerunnable
+(attnmt/folder/model_folder.py): a second train, resume, fine-tune or average of a folder in use is one line naming
 the process that holds it, and a run killed before its first checkpoint is rerun without --overwrite."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from attnmt.checkpoint import load_checkpoint
 from attnmt.cli import main
-from attnmt.folder_lock import LOCK, lock_folder
+from attnmt.folder.checkpoint import load_checkpoint
+from attnmt.runtime.lock import LOCK, lock_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -58,7 +58,7 @@ def training_started(model: Path) -> bool:
 
 def snapshot(folder: Path) -> dict[str, bytes]:
     """The folder's files, less the lock and the token store (a cache of the corpus that a run prepares
-    again for its own data, attnmt/model_folder.py)."""
+    again for its own data, attnmt/folder/model_folder.py)."""
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*"))
             if p.is_file() and p.name != LOCK and p.relative_to(folder).parts[0] != "store"}
 

@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 import torch
 
-from attnmt.config import ModelConfig
+from attnmt.config.schema import ModelConfig
 from attnmt.errors import UserError
 from attnmt.models import build_model, model_config
 from attnmt.models.seq2seq import reverse_padded
@@ -131,7 +131,7 @@ def test_every_registered_model_keeps_the_model_protocol(model_type):
 def test_a_model_type_brings_its_own_config_class():
     from dataclasses import dataclass
 
-    from attnmt.config import MODEL_CONFIGS, config_from_dict
+    from attnmt.config.schema import MODEL_CONFIGS, config_from_dict
     from attnmt.models import MODELS, register_model
     from attnmt.models.seq2seq import Seq2Seq, Seq2SeqConfig
 
@@ -151,7 +151,7 @@ def test_a_model_type_brings_its_own_config_class():
         with pytest.raises(UserError, match="model.width applies to wide_seq2seq, not rnnsearch"):
             config_from_dict({"model": {"width": 5}})
         with pytest.raises(UserError, match="supervises attention, and a wide_seq2seq model has none"):
-            links = {"transforms": [{"name": "links", "path": "a"}]}  # guided alignment (attnmt.guidance)
+            links = {"transforms": [{"name": "links", "path": "a"}]}  # guided alignment (attnmt.train.guidance)
             config_from_dict({"model": {"type": "wide_seq2seq"}, "data": links})
         with pytest.raises(ValueError, match="must default to 'other'"):
             register_model("other")(type("Other", (Seq2Seq,), {"config_class": WideConfig}))

@@ -1,4 +1,4 @@
-"""Every number is checked where it is read: each numeric config key declares its range (attnmt.typed.ranged)
+"""Every number is checked where it is read: each numeric config key declares its range (attnmt.config.typed.ranged)
 and each numeric command-line option has one (attnmt.cli.common.OPTION_RANGES); NaN, infinities and values
 past a bound are one line naming the key or option, never a traceback later or a blame on another key; a
 model too large for the machine's memory is refused with an estimate, naming the size to lower; word links
@@ -14,12 +14,19 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnmt import model_size
-from attnmt.align.links import parse_gold
+from attnmt.align.link_sets import parse_gold
 from attnmt.cli import build_parser, main
 from attnmt.cli.common import OPTION_RANGES, numeric_options
-from attnmt.config import MODEL_CONFIGS, DataConfig, DecodeConfig, GuidedAlignmentConfig, TrainConfig, load_config
-from attnmt.data.links import parse_links, read_links
+from attnmt.config import model_size
+from attnmt.config.schema import (
+    MODEL_CONFIGS,
+    DataConfig,
+    DecodeConfig,
+    GuidedAlignmentConfig,
+    TrainConfig,
+    load_config,
+)
+from attnmt.data.pharaoh import parse_links, read_links
 from attnmt.errors import UserError
 from attnmt.models import build_model, model_config
 

@@ -1,4 +1,4 @@
-"""Decoding in forked worker processes (attnmt.parallel, Translator.translate(workers=N))."""
+"""Decoding in forked worker processes (attnmt.decode.parallel, Translator.translate(workers=N))."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from attnmt import load
-from attnmt.parallel import can_fork, map_in_processes
+from attnmt.decode.parallel import can_fork, map_in_processes
 
 pytestmark = pytest.mark.skipif(not can_fork(), reason="worker processes are forked; this platform cannot fork")
 

@@ -10,9 +10,9 @@ import json
 import pytest
 import torch
 
-from attnmt.config import save_config
-from attnmt.train import autocast_dtype, native_bf16, train
-from attnmt.translator import load
+from attnmt.config.schema import save_config
+from attnmt.decode.translator import load
+from attnmt.train.trainer import autocast_dtype, native_bf16, train
 from tests.conftest import tiny_config
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (run benchmarks/gpu.sh on one)")

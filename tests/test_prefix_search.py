@@ -1,4 +1,4 @@
-"""Prefix-forced decoding (greedy and beam) and the beam search's own tree (attnmt.beam_tree), on the exact
+"""Prefix-forced decoding (greedy and beam) and the beam search's own tree (attnmt.decode.beam_tree), on the exact
 table model of tests/test_search.py: every answer is checked against an enumeration of all outputs."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnmt.beam_tree import BeamTree
 from attnmt.data.vocab import BOS_ID, EOS_ID
-from attnmt.search import beam_search, greedy_search
+from attnmt.decode.beam_tree import BeamTree
+from attnmt.decode.search import beam_search, greedy_search
 from tests.test_search import TableModel, TinyAttnModel, brute_force, make_batch, random_table
 
 A, B = 4, 5

@@ -9,10 +9,10 @@ import sys
 import pytest
 import yaml
 
-from attnmt.checkpoint import load_checkpoint
 from attnmt.cli import main
-from attnmt.config import config_from_dict, config_to_dict
+from attnmt.config.schema import config_from_dict, config_to_dict
 from attnmt.errors import UserError
+from attnmt.folder.checkpoint import load_checkpoint
 from tests.conftest import tiny_config
 
 
@@ -68,8 +68,8 @@ def test_prepare_of_a_missing_file_exits_2_with_one_line(tmp_path, capsys):
 
 def test_a_tsv_corpus_gives_the_pairs_of_read_tsv(tmp_path):
     from attnmt.data.corpus import read_tsv
-    from attnmt.data.prepare import prepare
     from attnmt.data.store import StoreData
+    from attnmt.data.store_prepare import prepare
 
     (tmp_path / "a.tsv").write_text("\ufeffHi.\tHallo!\tx\nA b\tC\x01d\n\n \n", encoding="utf-8")
     config = config_from_dict({"data": {"train": [{"tsv": str(tmp_path / "a.tsv")}], "tokenizer": "word"}})

@@ -7,8 +7,8 @@ import pytest
 
 import attnmt
 from attnmt.cli import main
+from attnmt.decode.translator import Translation
 from attnmt.errors import UserError
-from attnmt.translator import Translation
 
 
 def test_a_str_is_one_sentence_and_a_list_is_several(tiny_model):

@@ -197,7 +197,7 @@ def test_prepare_names_a_missing_gold_set_in_one_line(tmp_path, capsys):
 
 def test_the_recipe_configs_read_only_what_prepare_writes():
     """No default of the recipe points outside the repository: its data paths are all under data/align_enfr/."""
-    from attnmt.config import load_config
+    from attnmt.config.schema import load_config
 
     configs = sorted(RECIPE.glob("*.yaml"))
     assert [p.name for p in configs] == [f"{k}_{d}.yaml" for k in ("guided", "selftrained", "teacher", "unguided")

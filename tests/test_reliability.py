@@ -16,14 +16,14 @@ import pytest
 import torch
 import yaml
 
-import attnmt.loss as loss_module
-import attnmt.train as train_module
-from attnmt.checkpoint import load_checkpoint, save_checkpoint
+import attnmt.train.loss as loss_module
+import attnmt.train.trainer as train_module
 from attnmt.cli import main
-from attnmt.config import config_to_dict
+from attnmt.config.schema import config_to_dict
 from attnmt.errors import UserError
-from attnmt.runlog import graceful_stop
-from attnmt.train import train
+from attnmt.folder.checkpoint import load_checkpoint, save_checkpoint
+from attnmt.train.events import graceful_stop
+from attnmt.train.trainer import train
 from tests.conftest import tiny_config
 
 STEPS = 24
@@ -53,7 +53,7 @@ def assert_same_end(a_dir, b_dir):
             assert a["train_state"][key] == b["train_state"][key], key
         for key, tensor in a["model"].items():
             assert torch.equal(tensor, b["model"][key]), key
-        if name == "last":  # best.pt holds the weights only (attnmt.checkpoint.for_translation)
+        if name == "last":  # best.pt holds the weights only (attnmt.folder.checkpoint.for_translation)
             assert a["scheduler"] == b["scheduler"]
             assert torch.equal(a["rng"], b["rng"])
 
@@ -278,7 +278,7 @@ def test_failed_translate_creates_no_output_file(capsys, tiny_model, tmp_path):
 def test_evaluate_refuses_existing_report_before_the_work(capsys, tiny_model, tiny_corpus, tmp_path, monkeypatch):
     report = tmp_path / "report.json"
     report.write_text("precious", encoding="utf-8")
-    monkeypatch.setattr("attnmt.translator.load", lambda *a, **k: pytest.fail("evaluated before refusing"))
+    monkeypatch.setattr("attnmt.decode.translator.load", lambda *a, **k: pytest.fail("evaluated before refusing"))
     assert main(["evaluate", "--model", str(tiny_model), "--src", str(tiny_corpus / "test.src"), "--ref",
                  str(tiny_corpus / "test.tgt"), "--json", str(report)]) == 2
     assert "--overwrite" in capsys.readouterr().err

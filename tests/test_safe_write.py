@@ -1,5 +1,5 @@
-"""The one writer (attnmt/safe_write.py), through `attnmt translate --output`: a regular file replaced atomically
-and only with --overwrite, a FIFO and a device node written to and never replaced, a symbolic link written
+"""The one writer (attnmt/runtime/safe_write.py), through `attnmt translate --output`: a regular file replaced
+atomically and only with --overwrite, a FIFO and a device node written to and never replaced, a symbolic link written
 through to its target, a full disk or an I/O error leaving the old file whole and no temporary file.
 
 Every special file is made by the test in its temporary folder; nothing outside it is written or replaced."""
@@ -122,7 +122,7 @@ def test_a_folder_is_refused_before_the_work(tiny_model, tmp_path, capsys):
 @pytest.mark.parametrize("code, reason", [(errno.ENOSPC, "No space left on device"), (errno.EIO, "Input/output error")])
 def test_a_failed_write_keeps_the_old_file_and_removes_the_temporary(tiny_model, tmp_path, monkeypatch, capsys,
                                                                       code, reason):
-    import attnmt.safe_write as safe_write
+    import attnmt.runtime.safe_write as safe_write
 
     out = tmp_path / "out.txt"
     out.write_text("precious\n", encoding="utf-8")

@@ -1,4 +1,4 @@
-"""Sampling (attnmt.sampling): the distribution it draws from, against an enumeration of every sequence.
+"""Sampling (attnmt.decode.sampling): the distribution it draws from, against an enumeration of every sequence.
 
 The reference distribution of a step is computed here in plain Python from its definition (temperature,
 then the k most likely tokens, then the fewest most likely tokens whose probability reaches p), not
@@ -15,9 +15,9 @@ import pytest
 import torch
 
 from attnmt.data.vocab import BOS_ID, EOS_ID
+from attnmt.decode.sampling import Sampling, filter_logits, sample_search
+from attnmt.decode.search import greedy_search, length_penalty_factor
 from attnmt.errors import UserError
-from attnmt.sampling import Sampling, filter_logits, sample_search
-from attnmt.search import greedy_search, length_penalty_factor
 from tests.test_constraints import repeats, sequence_log_prob
 from tests.test_search import ALLOWED, LENGTHS, TableModel, TinyAttnModel, make_batch, random_table
 

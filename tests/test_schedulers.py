@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from attnmt.config import Config, TrainConfig
-from attnmt.schedulers import make_scheduler
+from attnmt.config.schema import Config, TrainConfig
+from attnmt.train.schedulers import make_scheduler
 
 
 def lrs(scheduler_name, steps, seconds_per_step=0.0, **train):
@@ -76,7 +76,7 @@ def test_budget_warms_up_linearly_then_decays():
 
 
 def test_training_with_the_budget_schedule_ends_at_min_lr(tiny_corpus, tmp_path):
-    from attnmt.train import train
+    from attnmt.train.trainer import train
     from tests.conftest import tiny_config
 
     config = tiny_config(tiny_corpus, max_steps=30, valid_every=15, valid_bleu_sample=0, scheduler="budget",

@@ -1,4 +1,4 @@
-"""Tests of attnmt.search on small fake models that implement the model interface.
+"""Tests of attnmt.decode.search on small fake models that implement the model interface.
 
 * TinyAttnModel: a random embedding + GRUCell + dot attention model (attention rows, padding).
 * TableModel: log probs read from a table indexed by (sentence key, step, previous token), so that
@@ -14,8 +14,8 @@ import torch
 from torch import nn
 
 from attnmt.data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from attnmt.decode.search import Hypothesis, beam_search, greedy_search, length_penalty_factor, max_output_lengths
 from attnmt.errors import UserError
-from attnmt.search import Hypothesis, beam_search, greedy_search, length_penalty_factor, max_output_lengths
 
 # ------------------------------------------------------------------------------------- fake models
 

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnmt.checkpoint import load_checkpoint, payload_digest
-from attnmt.config import load_config
+from attnmt.config.schema import load_config
 from attnmt.errors import UserError
+from attnmt.folder.checkpoint import load_checkpoint, payload_digest
 from tests import bad_inputs
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -24,9 +24,9 @@ with warnings.catch_warnings():  # newer Starlette warns, on import, that its Te
     warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient` is deprecated")
     from fastapi.testclient import TestClient
 
+from attnmt.decode.translator import load
 from attnmt.serve import Limits, create_app
 from attnmt.serve.engine import parse_model_spec
-from attnmt.translator import load
 from tests.conftest import tiny_config
 
 SENTENCE = "gupo pelido duno gute"  # from the synthetic language the tiny models learned
@@ -36,7 +36,7 @@ _TRANSFORMERS: dict[Path, Path] = {}
 def train_tiny_transformer(corpus: Path, directory: Path) -> Path:
     """A 1-layer, 2-head Transformer trained for 60 steps (about two seconds); made once per corpus."""
     if corpus not in _TRANSFORMERS:
-        from attnmt.train import train
+        from attnmt.train.trainer import train
 
         train(tiny_config(corpus, "transformer", max_steps=60, valid_bleu_sample=0), directory, quiet=True)
         _TRANSFORMERS[corpus] = directory
@@ -156,7 +156,7 @@ def test_min_len_and_no_repeat_ngram_match_the_translator(client, tiny_model):
 
 
 def test_sampling_matches_the_translator_and_is_reproducible(client, tiny_model):
-    from attnmt.sampling import Sampling
+    from attnmt.decode.sampling import Sampling
 
     body = {"text": SENTENCE, "sample": True, "n_best": 4, "top_k": 8, "top_p": 0.95, "temperature": 1.5, "seed": 3}
     status, answer = post(client, body)

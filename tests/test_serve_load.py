@@ -23,9 +23,9 @@ with warnings.catch_warnings():
     from fastapi.testclient import TestClient
 
 import attnmt.serve.app as app_module
+from attnmt.decode.translator import load
 from attnmt.serve import Limits, create_app
 from attnmt.serve.batching import DynamicBatcher, QueueFull
-from attnmt.translator import load
 
 SENTENCE = "gupo pelido duno gute"  # 4 words: a cost of beam x n_best x 5 under the tiny model's word tokenizer
 

@@ -16,11 +16,11 @@ import pytest
 import torch
 import yaml
 
-from attnmt.checkpoint import load_checkpoint, save_checkpoint
 from attnmt.cli import main
-from attnmt.config import config_to_dict
-from attnmt.runlog import RunLog
-from attnmt.translator import Translator
+from attnmt.config.schema import config_to_dict
+from attnmt.decode.translator import Translator
+from attnmt.folder.checkpoint import load_checkpoint, save_checkpoint
+from attnmt.train.events import RunLog
 from tests.conftest import tiny_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -144,8 +144,8 @@ def test_a_resume_with_a_broken_optimizer_state_exits_within_seconds(sigterm, ti
 
 
 def test_a_training_loss_that_keeps_rising_is_warned_of_once(tiny_corpus, tmp_path, monkeypatch, capsys):
-    from attnmt import loss as loss_module
-    from attnmt.train import train
+    from attnmt.train import loss as loss_module
+    from attnmt.train.trainer import train
 
     original, calls = loss_module.nll_loss, {"n": 0}
 

@@ -10,15 +10,15 @@ import numpy as np
 import pytest
 import torch
 
-from attnmt.checkpoint import load_checkpoint
 from attnmt.data.batching import batch_by_sentences, token_batches
 from attnmt.data.dataset import encode_pairs, load_processors, read_split
 from attnmt.data.loading import training_batches
 from attnmt.data.order import EpochOrder, Mix
-from attnmt.data.prepare import prepare
 from attnmt.data.store import EpochBatches, StoreData
+from attnmt.data.store_prepare import prepare
 from attnmt.errors import UserError
-from attnmt.train import train
+from attnmt.folder.checkpoint import load_checkpoint
+from attnmt.train.trainer import train
 from tests.conftest import tiny_config
 
 

@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from attnmt.cli import main
-from attnmt.config import save_config
+from attnmt.config.schema import save_config
+from attnmt.decode.translator import load
 from attnmt.errors import UserError
 from attnmt.study import (
     Multi30kLongData,
@@ -24,7 +25,6 @@ from attnmt.study import (
     study_from_dict,
 )
 from attnmt.study.data import _multi30k_long_splits
-from attnmt.translator import load
 from tests.conftest import tiny_config
 
 

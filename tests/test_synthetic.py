@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from attnmt.align.links import format_links, parse_links
+from attnmt.align.link_sets import format_links, parse_links
 from attnmt.data import synthetic
 from attnmt.data.synthetic import (
     ADJ,

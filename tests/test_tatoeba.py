@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from attnmt.cli import main
-from attnmt.config import Config, DataConfig, DecodeConfig, ModelConfig, TrainConfig, load_config
+from attnmt.config.schema import Config, DataConfig, DecodeConfig, ModelConfig, TrainConfig, load_config
 from attnmt.data.dataset import read_split
 from attnmt.data.split import split_held_out
 from attnmt.data.vocab import UNK_ID
@@ -246,8 +246,8 @@ def tiny_config(tsv: Path, src_col: int) -> Config:
 
 @pytest.mark.parametrize("direction", ["zh-en", "en-zh"])
 def test_tiny_training_translates_and_plots_woaini(direction: str, tmp_path: Path, capsys) -> None:
-    from attnmt.train import train
-    from attnmt.translator import load
+    from attnmt.decode.translator import load
+    from attnmt.train.trainer import train
 
     zh_source = direction == "zh-en"
     sentence = "我爱你" if zh_source else "I love you."

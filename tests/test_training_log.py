@@ -14,9 +14,9 @@ import pytest
 
 from attnmt.cli import main
 from attnmt.errors import UserError
-from attnmt.runlog import RunLog
-from attnmt.train import train
-from attnmt.trainlog import BudgetBar
+from attnmt.train.events import RunLog
+from attnmt.train.progress import BudgetBar
+from attnmt.train.trainer import train
 from tests.conftest import tiny_config
 
 

@@ -8,18 +8,18 @@ import pytest
 import torch
 
 import attnmt
-import attnmt.evaluate
-from attnmt.accumulate import accumulate_gradients
-from attnmt.checkpoint import load_checkpoint
+import attnmt.decode.evaluate
 from attnmt.data.dataset import encode_pairs, load_processors, read_split
 from attnmt.data.loading import batch_of, training_batches
 from attnmt.data.store import StoreData
-from attnmt.distributed import World
-from attnmt.evaluate import Scores
-from attnmt.loss import nll_loss, validation_loss
+from attnmt.decode.evaluate import Scores
+from attnmt.folder.checkpoint import load_checkpoint
 from attnmt.models import build_model
-from attnmt.optim import make_optimizer
-from attnmt.train import train
+from attnmt.runtime.distributed import World
+from attnmt.train.accumulate import accumulate_gradients
+from attnmt.train.loss import nll_loss, validation_loss
+from attnmt.train.optim import make_optimizer
+from attnmt.train.trainer import train
 from tests.conftest import tiny_config
 from tests.test_cli import run
 from tests.test_reliability import assert_same_end, patch_training_loss, small_config
@@ -208,7 +208,8 @@ def test_validation_scores_the_ema_weights_that_checkpoint_ema_loads(capsys, tin
 @pytest.mark.parametrize("metric, patience, stop_step, best_step", [("bleu", 2, 20, 10), ("chrf", 1, 10, 5)])
 def test_early_stopping_on_bleu_or_chrf(tiny_corpus, tmp_path, monkeypatch, metric, patience, stop_step, best_step):
     bleu, chrf = iter([10.0, 20.0, 15.0, 12.0, 11.0]), iter([50.0, 40.0, 60.0, 30.0, 20.0])
-    monkeypatch.setattr(attnmt.evaluate, "corpus_scores", lambda hyps, refs: Scores(next(bleu), next(chrf), "", ""))
+    monkeypatch.setattr(attnmt.decode.evaluate, "corpus_scores",
+                        lambda hyps, refs: Scores(next(bleu), next(chrf), "", ""))
     config = tiny_config(tiny_corpus, max_steps=25, valid_every=5, valid_bleu_sample=5, early_stopping_metric=metric,
                          early_stopping_patience=patience)
     result = train(config, tmp_path / "m", quiet=True)
@@ -223,7 +224,7 @@ def test_two_processes_accumulating_2_batches_each_equal_one_process_over_all_4(
 
     import yaml
 
-    from attnmt.config import config_to_dict
+    from attnmt.config.schema import config_to_dict
 
     steps = 2
     config = tiny_config(tiny_corpus, max_steps=steps, valid_every=100, valid_bleu_sample=0, accum_steps=2,

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnmt.config import ModelConfig, load_config
+from attnmt.config.schema import ModelConfig, load_config
 from attnmt.errors import UserError
 from attnmt.models import build_model
 from attnmt.models.transformer import Transformer, sinusoidal_encoding
@@ -203,9 +203,10 @@ def test_copy_task_loss_falls():
     assert first > 2.0 and last < 0.3 * first, (first, last)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("attnmt.search") is None, reason="attnmt/search.py is absent")
+@pytest.mark.skipif(importlib.util.find_spec("attnmt.decode.search") is None,
+                    reason="attnmt/decode/search.py is absent")
 def test_beam_one_equals_greedy_and_beam_scores_match_forward():
-    from attnmt.search import beam_search, greedy_search
+    from attnmt.decode.search import beam_search, greedy_search
 
     model = make(20, 20, seed=3, share_embeddings=True, tie_embeddings=True)
     greedy = greedy_search(model, SRC, SRC_LEN, max_len_a=1.0, max_len_b=3)

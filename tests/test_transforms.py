@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from attnmt.config import DataConfig, config_from_dict
+from attnmt.config.schema import DataConfig, config_from_dict
 from attnmt.data.corpus import filter_pairs
 from attnmt.data.dataset import load_processors, read_split
 from attnmt.data.loading import load_data
-from attnmt.data.prepare import prepare
 from attnmt.data.split import split_positions
+from attnmt.data.store_prepare import prepare
 from attnmt.data.transforms import TRANSFORMS, Pairs, apply_transforms, transforms_of
 from attnmt.errors import UserError
-from attnmt.train import train
+from attnmt.train.trainer import train
 from tests.conftest import tiny_config
 
 
@@ -137,7 +137,7 @@ def test_joined_pairs_carry_their_parts_lines_and_word_offsets(tiny_corpus, tmp_
 def test_joined_pairs_store_their_parts_links_shifted(tiny_corpus, tmp_path):
     """Each stored pair's links: a corpus pair's line's links, a joined pair's parts' links shifted by the
     words before each part, none for added text."""
-    from attnmt.data.links import read_links
+    from attnmt.data.pharaoh import read_links
 
     config = case_config("all, held out", tiny_corpus, tmp_path)
     store, _, origins, *_ = loaded(config, tmp_path / "m")
@@ -234,8 +234,8 @@ def test_the_registry_holds_the_builtin_transforms():
 
 def test_a_model_of_the_synthetic_language_serves_examples_of_its_validation_pairs(tiny_corpus, tmp_path):
     from attnmt.data.transforms import Synthetic
+    from attnmt.decode.translator import load
     from attnmt.serve.engine import example_sources
-    from attnmt.translator import load
 
     config = case_config("synthetic", tiny_corpus, tmp_path)
     train(config, tmp_path / "m", quiet=True)
@@ -248,8 +248,8 @@ def test_a_new_transform_registers_and_reaches_the_store(tiny_corpus, tmp_path):
     """docs/extending.md, "Add a data transform", step by step: a transform that adds reversed copies."""
     from dataclasses import dataclass
 
+    from attnmt.config.typed import check_range
     from attnmt.data.transforms import Transform, register_transform
-    from attnmt.typed import check_range
 
     @register_transform("reversed_copies")
     @dataclass

@@ -8,7 +8,7 @@ import matplotlib.image as mpimg
 import numpy as np
 import pytest
 
-from attnmt.evaluate import LengthBucket
+from attnmt.decode.evaluate import LengthBucket
 from attnmt.viz.heatmap import plot_attention
 from attnmt.viz.length import plot_bleu_by_length
 

@@ -1,6 +1,6 @@
 """Attention as word alignment: links, extraction from a model, symmetrization, scores, baselines.
 
-* :mod:`attnmt.align.links`: gold files, Pharaoh links, symmetrization (intersection, union,
+* :mod:`attnmt.align.link_sets`: gold files, Pharaoh links, symmetrization (intersection, union,
   grow-diag-final-and);
 * :mod:`attnmt.align.extract`: teacher-forced attention merged to words and read as links
   (argmax, threshold, shift, mutual, shift-mutual), and the soft symmetrization ``agreement``;
@@ -34,7 +34,7 @@ from attnmt.align.extract import (
                                   threshold_links,
                                   word_attention,
 )
-from attnmt.align.links import (
+from attnmt.align.link_sets import (
                                   SYMMETRIZATIONS,
                                   GoldAlignment,
                                   Link,

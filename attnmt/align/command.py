@@ -20,7 +20,7 @@ from attnmt.align.extract import (
     model_method,
     reads_shift_rows,
 )
-from attnmt.align.links import SYMMETRIZATIONS, GoldAlignment, Link, read_gold, symmetrize
+from attnmt.align.link_sets import SYMMETRIZATIONS, GoldAlignment, Link, read_gold, symmetrize
 from attnmt.align.scores import AlignmentScores, score_alignments
 from attnmt.errors import UserError
 
@@ -88,7 +88,7 @@ def align_pairs(translator, sources: Sequence[str], targets: Sequence[str], meth
 def align_translations(translator, translations: list, method: str | None = None, threshold: float = 0.5,
                        layer: int | None = None, head: int | None = None, reverse=None,
                        symmetrization: str | None = None) -> list:
-    """Fill each :class:`attnmt.translator.Translation`'s ``alignment``: word links between the source's
+    """Fill each :class:`attnmt.decode.translator.Translation`'s ``alignment``: word links between the source's
     whitespace words and the output's, read off the attention of a teacher-forced pass over the output
     (:func:`align_pairs`; the same methods and symmetrization as ``attnmt align``; ``method`` None: the
     model's own, ``shift`` for a model guided on that row, else ``argmax``). An ensemble aligns with the
@@ -184,7 +184,7 @@ def align_files(model_dir: str | Path | None, src_path: str | Path, tgt_path: st
         done("eflomal")
     output = next(iter(links), "")
     if model_dir is not None:
-        from attnmt.translator import load
+        from attnmt.decode.translator import load
 
         _check_sentence_lengths(pairs, src_path, tgt_path)
         reverse = [load(d, checkpoint=checkpoint) for d in members(reverse_model)] if reverse_model else None
@@ -203,7 +203,7 @@ def align_files(model_dir: str | Path | None, src_path: str | Path, tgt_path: st
 
 def _check_sentence_lengths(pairs: Sequence[tuple[str, str]], src_path, tgt_path) -> None:
     """UserError for a sentence of more words than a model reads (its attention matrix grows with the square)."""
-    from attnmt.translator import MAX_SOURCE_TOKENS
+    from attnmt.decode.translator import MAX_SOURCE_TOKENS
 
     for number, pair in enumerate(pairs, start=1):
         for path, text in zip((src_path, tgt_path), pair):
@@ -247,7 +247,7 @@ def _eflomal_corpus(path, model_dir) -> list[tuple[str, str]]:
         return read_tsv(path)
     if not model_dir:
         return []
-    from attnmt.translator import model_config
+    from attnmt.decode.translator import model_config
 
     return read_split(model_config(Path(members(model_dir)[0])).data, "train") or []
 

@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from attnmt.align.links import Link, parse_links
+from attnmt.align.link_sets import Link, parse_links
 from attnmt.errors import UserError
 
 

@@ -5,7 +5,7 @@ the source words it is translating. Reading the weights as links gives a word al
 be scored against human gold alignments (Bahdanau et al. 2014, section 5.2.1; alignment error
 rate of Och & Ney 2003).
 
-Links are 0-based ``(source word, target word)`` pairs (see :mod:`attnmt.align.links`).
+Links are 0-based ``(source word, target word)`` pairs (see :mod:`attnmt.align.link_sets`).
 
 From pieces to words
 --------------------
@@ -77,12 +77,12 @@ from typing import Literal
 import numpy as np
 import torch
 
-from attnmt.align.links import Link
+from attnmt.align.link_sets import Link
 from attnmt.errors import UserError
 
 Method = Literal["argmax", "threshold", "shift", "mutual", "shift-mutual"]
 METHODS: tuple[str, ...] = ("argmax", "threshold", "shift", "mutual", "shift-mutual")
-AGREEMENT = "agreement"  # the soft symmetrization, on matrices (the others, on links, are in attnmt.align.links)
+AGREEMENT = "agreement"  # the soft symmetrization, on matrices (the others, on links, are in attnmt.align.link_sets)
 
 
 # ---------------------------------------------------------------- from attention to links
@@ -223,7 +223,7 @@ def _word_ids(tokenizer, pieces: list[str], text: str, side: str) -> list[int]:
 
 def choose_attention(model, attention: torch.Tensor | None, layer: int | None = None,
                      head: int | None = None) -> torch.Tensor:
-    """One attention [B, T, S] out of a teacher-forced pass (:func:`attnmt.forced.force` with heads=True).
+    """One attention [B, T, S] out of a teacher-forced pass (:func:`attnmt.decode.forced.force` with heads=True).
 
     A model with heads (``model.has_heads``) gives ``layer``'s cross-attention (default the last),
     ``head``'s alone or averaged over the heads; a model with one attention refuses ``layer``/``head``.
@@ -249,7 +249,7 @@ def choose_attention(model, attention: torch.Tensor | None, layer: int | None = 
 def model_method(config) -> str:
     """The extraction method a model is read with by default: ``shift`` for a model whose guided
     alignment supervised the row that has read each word (train.guided_alignment.row), else ``argmax``."""
-    from attnmt.config import is_guided
+    from attnmt.config.schema import is_guided
 
     return "shift" if is_guided(config) and config.train.guided_alignment.row == "shift" else "argmax"
 
@@ -259,7 +259,7 @@ def guided_head(config, layer: int | None, head: int | None) -> tuple[int | None
     supervised (train.guided_alignment.layer / head): a guided model is read where it was taught.
     The third value says whether that attention comes from the full-context pass: only the supervised
     head of a model guided with ``full_context``; every other head was trained in the causal pass."""
-    from attnmt.config import is_guided
+    from attnmt.config.schema import is_guided
 
     guided = config.train.guided_alignment
     if not is_guided(config):
@@ -274,8 +274,8 @@ def guided_head(config, layer: int | None, head: int | None) -> tuple[int | None
 @torch.inference_mode()
 def _forced_attention(translator, model, src_ids, tgt_ids, batch_tokens: int, layer, head, full_context: bool):
     """(pair indices, their attention [B, T, S] as numpy) per batch of a teacher-forced pass over the pairs; an
-    exported model (:meth:`attnmt.ct2.translator.CT2Translator.forced_attention`) gives them all at once."""
-    from attnmt.forced import forced_batches
+    exported model (:meth:`attnmt.export.ct2_translator.CT2Translator.forced_attention`) gives them all at once."""
+    from attnmt.decode.forced import forced_batches
 
     if model is None:
         rows = translator.forced_attention(src_ids, tgt_ids)
@@ -295,7 +295,7 @@ def attention_matrices(translator, sources: Sequence[str], targets: Sequence[str
                        shift_offset: int | None = None) -> list[WordAttention]:
     """Run ``translator``'s model with teacher forcing on each (source, target) pair.
 
-    ``translator`` is an :class:`attnmt.translator.Translator`; ``layer``/``head`` as in
+    ``translator`` is an :class:`attnmt.decode.translator.Translator`; ``layer``/``head`` as in
     :func:`choose_attention` (neither given: a guided model's supervised head, :func:`guided_head`);
     ``shift_offset`` (0 to 2) replaces the model's shift row t + 1 + query_lag by t + offset in
     ``WordAttention.shifted``, to measure other rows. Raises UserError for a model without attention
@@ -304,7 +304,7 @@ def attention_matrices(translator, sources: Sequence[str], targets: Sequence[str
     if len(sources) != len(targets):
         raise UserError(f"{len(sources)} source sentences but {len(targets)} target sentences; the files must be "
                         "line-aligned")
-    exported = getattr(translator, "forced_attention", None)  # an exported model (attnmt.ct2) reads its own
+    exported = getattr(translator, "forced_attention", None)  # an exported model (attnmt.export) reads its own
     model = None if exported else translator.model
     lag = getattr(model, "query_lag", 0)
     layer, head, full_context = guided_head(translator.config, layer, head)

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attnmt.errors import UserError
-from attnmt.safe_write import open_output, write_bytes, write_text
+from attnmt.runtime.safe_write import open_output, write_bytes, write_text
 
 MANIFEST = "align.json"
 TEST_LINES = 1000  # the test pairs align-prepare --test writes by default
@@ -142,7 +142,7 @@ def held_out_pairs(src: str | Path, tgt: str | Path, lines: int, src_tok: Callab
 def write_links(links, stem: Path, src_lang: str, tgt_lang: str, reverse=None) -> list[Path]:
     """(source, target) links as STEM.SRC-TGT.links and STEM.TGT-SRC.links, the latter turned to (target,
     source); the second holds ``reverse`` instead when given."""
-    from attnmt.align.links import format_links
+    from attnmt.align.link_sets import format_links
 
     written = []
     for name, sets in ((f"{src_lang}-{tgt_lang}", links),
@@ -193,7 +193,7 @@ def _write_test(out: Path, given: tuple[str | Path, str | Path], held_out: tuple
 def _write_eflomal_links(pairs: Sequence[Pair], out: Path, src_lang: str, tgt_lang: str,
                          say: Callable[[str], None]) -> str:
     from attnmt.align.eflomal import eflomal_align
-    from attnmt.align.links import symmetrize
+    from attnmt.align.link_sets import symmetrize
 
     started = time.perf_counter()
     forward, reverse = eflomal_align([s.lower() for s, _ in pairs], [t.lower() for _, t in pairs])

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from attnmt.align.links import GoldAlignment, Link
+from attnmt.align.link_sets import GoldAlignment, Link
 
 
 @dataclass(frozen=True)

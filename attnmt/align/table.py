@@ -31,7 +31,7 @@ def parse_model(spec: str) -> tuple[str, list[str], list[str]]:
 
 def _bleu(translator, src: Path, ref: Path, beam: int, lowercase: bool = False) -> dict:
     """BLEU (sacreBLEU 13a; ``lowercase``: of lowercased text) of ``translator`` on ``src`` against ``ref``."""
-    from attnmt.evaluate import evaluate_translator
+    from attnmt.decode.evaluate import evaluate_translator
 
     started = time.perf_counter()
     report = evaluate_translator(translator, src, ref, beam=beam, lowercase=lowercase)
@@ -44,9 +44,9 @@ def model_facts(model_dirs: Sequence[Path], beam: int, checkpoint: str | None = 
     """Training time and steps from each model folder's log; BLEU (beam ``beam``) of ``checkpoint`` on the
     first folder's held-out test set, translated by that model or, given several folders, by their ensemble;
     and on ``test`` (source file, reference file; lowercased BLEU) when given."""
-    from attnmt.ensemble import load_ensemble
-    from attnmt.runlog import training_summary
-    from attnmt.translator import load
+    from attnmt.decode.ensemble import load_ensemble
+    from attnmt.decode.translator import load
+    from attnmt.train.events import training_summary
 
     runs = []
     for model_dir in model_dirs:
@@ -69,7 +69,7 @@ def model_facts(model_dirs: Sequence[Path], beam: int, checkpoint: str | None = 
 
 def _check_test(test: tuple[str | Path, str | Path] | None, parsed: list) -> None:
     """A test set's files read before any work: two files of the same length, and models to translate them."""
-    from attnmt.evaluate import read_test_set
+    from attnmt.decode.evaluate import read_test_set
 
     if test is None:
         return

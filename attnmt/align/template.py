@@ -22,7 +22,7 @@ from pathlib import Path
 
 from attnmt.align.prepare import read_manifest
 from attnmt.errors import UserError
-from attnmt.safe_write import write_text
+from attnmt.runtime.safe_write import write_text
 
 KINDS = ("guided", "unguided", "teacher", "selftrained")
 LANGUAGE_NAMES = {"en": "English", "fr": "French", "de": "German", "ro": "Romanian", "es": "Spanish",

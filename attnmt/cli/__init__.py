@@ -52,7 +52,7 @@ def _terminate(signum, frame) -> None:
 def sigterm_raises():
     """SIGTERM raises `Terminated` where the command is (as Ctrl-C raises KeyboardInterrupt): outputs are cleaned
     up and the command exits 143 at once; a training run's loop turns it into a stop after the step
-    (attnmt.runlog.graceful_stop). Outside the main thread signals stay as they are."""
+    (attnmt.train.events.graceful_stop). Outside the main thread signals stay as they are."""
     try:
         previous = signal.signal(signal.SIGTERM, _terminate)
     except ValueError:
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         return 143 if terminated else 130
     except BrokenPipeError:
         return 0
-    except OSError as e:  # a disk that fills up while a command writes (checkpoints say more: attnmt.checkpoint)
+    except OSError as e:  # a disk that fills up while a command writes (checkpoints say more: attnmt.folder.checkpoint)
         if e.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
             raise
         where = f" ({e.filename})" if e.filename else ""

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from attnmt.cli.common import refuse_overwrite
 from attnmt.errors import UserError
-from attnmt.safe_write import write_text
+from attnmt.runtime.safe_write import write_text
 
 
 def cmd_align_prepare(args) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from attnmt.cli.common import add_alignment_args, add_checkpoint_arg, add_thread_args, refuse_overwrite
 from attnmt.errors import UserError
-from attnmt.safe_write import write_text
+from attnmt.runtime.safe_write import write_text
 
 
 def cmd_align(args) -> None:
@@ -49,7 +49,7 @@ def cmd_serve(args) -> None:
 
 
 def cmd_export(args) -> None:
-    from attnmt.ct2.convert import export_ctranslate2
+    from attnmt.export.convert import export_ctranslate2
 
     out = export_ctranslate2(args.model_dir, args.out, quantization=args.quantization, checkpoint=args.checkpoint,
                              overwrite=args.overwrite)
@@ -57,7 +57,7 @@ def cmd_export(args) -> None:
 
 
 def cmd_explore(args) -> None:
-    from attnmt.serve.export import run_export
+    from attnmt.explore.page import run_export
 
     for path in run_export(args.model_dir, export=args.export, json_path=args.json, sentences=args.sentences,
                            checkpoint=args.checkpoint, beam=args.beam, top_k=args.top_k, alternatives=args.what_if,
@@ -141,7 +141,7 @@ def _add_engine_args(p) -> None:
 
 
 def add_export_parser(sub) -> None:
-    from attnmt.ct2 import QUANTIZATIONS
+    from attnmt.export import QUANTIZATIONS
 
     p = sub.add_parser("export", help="export a trained Transformer to another engine's format: CTranslate2, a "
                                       "folder that attnmt translate, evaluate and serve run as a model")

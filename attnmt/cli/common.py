@@ -6,7 +6,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from attnmt.config import (
+from attnmt.config.schema import (
     MAX_BEAM,
     MAX_COUNT,
     MAX_HEADS,
@@ -17,9 +17,9 @@ from attnmt.config import (
     STOPPING_RULES,
     DecodeConfig,
 )
+from attnmt.config.typed import Range, declared_range
 from attnmt.errors import UserError
-from attnmt.safe_write import check_output
-from attnmt.typed import Range, declared_range
+from attnmt.runtime.safe_write import check_output
 
 # attnmt.align's METHODS and ATTENTION_SYMMETRIZATIONS, spelled out so that parsing arguments needs no torch
 # (tested equal)
@@ -38,30 +38,30 @@ OPTION_RANGES: dict[str, Range] = {
     "length_penalty": declared_range(DecodeConfig, "length_penalty"),
     "coverage_penalty": declared_range(DecodeConfig, "coverage_penalty"),
     "max_len": declared_range(DecodeConfig, "max_len_cap"),
-    "n_best": Range(1, MAX_BEAM),  # and at most the beam: attnmt.translator
+    "n_best": Range(1, MAX_BEAM),  # and at most the beam: attnmt.decode.translator
     "ensemble_weights": Range(0.0, None, above=True),
-    "top_k": Range(0, None),  # top-k, top-p, temperature and seed: attnmt.sampling.Sampling
+    "top_k": Range(0, None),  # top-k, top-p, temperature and seed: attnmt.decode.sampling.Sampling
     "top_p": Range(),
     "temperature": Range(),
     "seed": Range(),
     "threshold": Range(0.0, 1.0),
     "layer": Range(-MAX_LAYERS, MAX_LAYERS - 1),  # and within the model's layers: attnmt.align
     "head": Range(0, MAX_HEADS - 1),
-    "buffer": Range(None, 1_000_000),  # at least 1: attnmt.interactive
-    "length_edges": Range(0, MAX_TOKENS),  # increasing: attnmt.evaluate
+    "buffer": Range(None, 1_000_000),  # at least 1: attnmt.decode.interactive
+    "length_edges": Range(0, MAX_TOKENS),  # increasing: attnmt.decode.evaluate
     "bootstrap": Range(0, 100_000),
     "jobs": Range(1, MAX_WORKERS),
-    "last": Range(None, MAX_KEPT),  # at least 1: attnmt.checkpoint.average_last
+    "last": Range(None, MAX_KEPT),  # at least 1: attnmt.folder.checkpoint.average_last
     "bucket_width": Range(1, MAX_TOKENS),
     "port": Range(0, 65535),
     "max_batch_size": Range(1, MAX_COUNT),
     "max_wait_ms": Range(0.0, 60_000.0),
     "threads": Range(1, MAX_WORKERS),
-    "inter_threads": Range(1, MAX_WORKERS),  # an exported model's translators working at once (attnmt.ct2)
+    "inter_threads": Range(1, MAX_WORKERS),  # an exported model's translators working at once (attnmt.export)
     # the server's limits: attnmt.serve.schema.Limits and attnmt.serve.app.serve
     "max_texts": Range(), "max_text_chars": Range(), "max_beam": Range(), "max_queue_sentences": Range(),
     "max_queue_cost": Range(), "max_batch_cost": Range(),
-    "examples": Range(), "what_if": Range(),  # explore: attnmt.serve.export.run_export
+    "examples": Range(), "what_if": Range(),  # explore: attnmt.explore.page.run_export
     "show": Range(0, None),  # align-prepare --check: changed lines listed
     "test_lines": Range(1, MAX_COUNT),  # align-prepare --test: test pairs written
 }
@@ -91,7 +91,7 @@ def check_numbers(parser, args) -> None:
 
 def refuse_overwrite(path: Path, overwrite: bool) -> None:
     """Before the work: an output path that cannot be written, or a file there without --overwrite, is a
-    UserError (attnmt.safe_write.check_output)."""
+    UserError (attnmt.runtime.safe_write.check_output)."""
     check_output(path, overwrite)
 
 
@@ -170,7 +170,7 @@ def add_decode_args(p) -> None:
 
 def load_translator(args):
     """The one model, or the ensemble of the models, that --model names (translate, evaluate)."""
-    from attnmt.translator import load
+    from attnmt.decode.translator import load
 
     if len(args.model) == 1 and args.ensemble_weights is None:
         return load(args.model[0], checkpoint=args.checkpoint, int8=args.int8, threads=args.threads,
@@ -178,7 +178,7 @@ def load_translator(args):
     if args.inter_threads != 1 or args.threads is not None:
         raise UserError("--threads and --inter-threads set an exported model's threads; an ensemble decodes with "
                         "--workers")
-    from attnmt.ensemble import load_ensemble
+    from attnmt.decode.ensemble import load_ensemble
 
     return load_ensemble(args.model, checkpoint=args.checkpoint, int8=args.int8, weights=args.ensemble_weights)
 
@@ -189,7 +189,7 @@ def decoding(args) -> dict:
     given = [flag for flag, value in (("--top-k", args.top_k), ("--top-p", args.top_p),
                                       ("--temperature", args.temperature), ("--seed", args.seed)) if value is not None]
     if args.sample:
-        from attnmt.sampling import Sampling
+        from attnmt.decode.sampling import Sampling
 
         sampling = Sampling(top_k=args.top_k or 0, top_p=1.0 if args.top_p is None else args.top_p,
                             temperature=1.0 if args.temperature is None else args.temperature, seed=args.seed or 0)

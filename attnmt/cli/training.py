@@ -9,14 +9,14 @@ from attnmt.errors import Stopped, UserError
 
 
 def cmd_demo(args) -> None:
-    from attnmt.demo import run_demo
+    from attnmt.study.demo import run_demo
 
     run_demo(args.out, quick=args.quick, overwrite=args.overwrite)
 
 
 def cmd_train(args) -> None:
-    from attnmt.config import load_config
-    from attnmt.train import train
+    from attnmt.config.schema import load_config
+    from attnmt.train.trainer import train
 
     config = load_config(args.config, args.set)
     model_dir = Path(args.model_dir or Path("models") / config.name)
@@ -30,9 +30,9 @@ def cmd_train(args) -> None:
 
 
 def cmd_prepare(args) -> None:
-    from attnmt.config import load_config
-    from attnmt.data.prepare import prepare
-    from attnmt.model_folder import held
+    from attnmt.config.schema import load_config
+    from attnmt.data.store_prepare import prepare
+    from attnmt.folder.model_folder import held
 
     config = load_config(args.config, args.set)
     model_dir = Path(args.model_dir or Path("models") / config.name)
@@ -53,8 +53,8 @@ def cmd_study(args) -> None:
 
 
 def cmd_average(args) -> None:
-    from attnmt.checkpoint import average_last
-    from attnmt.translator import model_config
+    from attnmt.decode.translator import model_config
+    from attnmt.folder.checkpoint import average_last
 
     model_dir = Path(args.model)
     model_type = model_config(model_dir).model.type

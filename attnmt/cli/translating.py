@@ -17,11 +17,11 @@ from attnmt.cli.common import (
     workers,
 )
 from attnmt.errors import UserError
-from attnmt.safe_write import open_output, write_text
+from attnmt.runtime.safe_write import open_output, write_text
 
 
 def cmd_translate(args) -> None:
-    from attnmt.translator import MAX_SOURCE_TOKENS, load
+    from attnmt.decode.translator import MAX_SOURCE_TOKENS, load
 
     if args.output:
         refuse_overwrite(Path(args.output), args.overwrite)
@@ -33,7 +33,7 @@ def cmd_translate(args) -> None:
     translator.max_src_tokens = MAX_SOURCE_TOKENS  # a refusal naming the line, not an hour-long decode
     reverse = ([load(d, checkpoint=args.checkpoint) for d in args.reverse_model]
                if args.alignments and args.reverse_model else None)
-    from attnmt.interactive import is_live
+    from attnmt.decode.interactive import is_live
 
     if args.buffer is not None or (not args.input or args.input == "-") and is_live(sys.stdin):
         return _translate_live(args, translator, reverse)
@@ -46,10 +46,10 @@ GROUP_LINES = 1000
 
 
 def _translate_batched(args, translator, reverse) -> None:
-    """Every GROUP_LINES lines translated and written; --output goes through attnmt.safe_write (a file: a
+    """Every GROUP_LINES lines translated and written; --output goes through attnmt.runtime.safe_write (a file: a
     temporary file renamed at the end, so that a failed run leaves no partial file; a pipe or a device:
     written to directly)."""
-    from attnmt.interactive import in_groups
+    from attnmt.decode.interactive import in_groups
 
     with open_output(args.output, overwrite=args.overwrite) if args.output else contextlib.nullcontext(
             sys.stdout) as out:
@@ -59,7 +59,7 @@ def _translate_batched(args, translator, reverse) -> None:
 
 def _translate_lines(args, translator, reverse, sentences: list[str], first: int) -> list:
     """translate's translations (and links, with --alignments) of ``sentences``, line ``first`` + 1 onwards."""
-    from attnmt.translator import SentenceTooLong
+    from attnmt.decode.translator import SentenceTooLong
 
     try:
         translations = translator.translate(sentences, beam=args.beam, n_best=args.n_best,
@@ -89,9 +89,9 @@ def _write_translations(out, translations: list, first: int, args) -> None:
 
 
 def _translate_live(args, translator, reverse) -> None:
-    """Each group translated, written and flushed as soon as it is read (attnmt.interactive): every --buffer N
+    """Each group translated, written and flushed as soon as it is read (attnmt.decode.interactive): every --buffer N
     lines; without --buffer, a terminal's every line, a pipe's lines that are ready (up to GROUP_LINES)."""
-    from attnmt.interactive import in_groups, live_lines, ready_groups
+    from attnmt.decode.interactive import in_groups, live_lines, ready_groups
 
     from_stdin = not args.input or args.input == "-"
     out = None
@@ -101,7 +101,7 @@ def _translate_live(args, translator, reverse) -> None:
         def handle(group: list[str], first: int) -> None:
             nonlocal out
             translations = _translate_lines(args, translator, reverse, group, first)
-            if out is None:  # opened with the first output (attnmt.safe_write: a file is complete at the end)
+            if out is None:  # opened with the first output (attnmt.runtime.safe_write: a file is complete at the end)
                 out = (outputs.enter_context(open_output(args.output, overwrite=args.overwrite)) if args.output
                        else sys.stdout)
             _write_translations(out, translations, first, args)
@@ -123,8 +123,8 @@ def _translate_live(args, translator, reverse) -> None:
 
 
 def cmd_evaluate(args) -> None:
-    from attnmt.evaluate import evaluate_translator
-    from attnmt.translator import MAX_SOURCE_TOKENS, SentenceTooLong
+    from attnmt.decode.evaluate import evaluate_translator
+    from attnmt.decode.translator import MAX_SOURCE_TOKENS, SentenceTooLong
 
     for path in (args.json, args.output):  # before the work, not after it
         if path:
@@ -153,7 +153,7 @@ def cmd_evaluate(args) -> None:
 
 
 def cmd_plot_attention(args) -> None:
-    from attnmt.translator import load
+    from attnmt.decode.translator import load
     from attnmt.viz.heatmap import merge_pieces, plot_attention
 
     out = Path(args.out)

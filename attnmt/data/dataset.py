@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from attnmt.config import DataConfig
+from attnmt.config.schema import DataConfig
 from attnmt.data.corpus import filter_pairs, read_parallel, read_tsv
 from attnmt.data.tokenize import Tokenizer, load_tokenizer
 from attnmt.data.vocab import Vocabulary

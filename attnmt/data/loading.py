@@ -1,7 +1,7 @@
 """From the config's data section to training and validation data, and their batches.
 
 One path: every run trains from a token store (attnmt/data/store.py). `load_data` prepares it
-(attnmt/data/prepare.py: the corpora read once, the held-out pairs chosen, the data transforms run,
+(attnmt/data/store_prepare.py: the corpora read once, the held-out pairs chosen, the data transforms run,
 the tokenizers trained on a sample, every pair encoded, the links of guided alignment stored with
 the pairs) or reuses the one whose inputs are unchanged, copies its tokenizers into the model
 folder, and encodes the validation pairs in memory. `training_batches` cuts an epoch of the store
@@ -19,11 +19,10 @@ from pathlib import Path
 
 import torch
 
-from attnmt.config import Config, DataConfig
+from attnmt.config.schema import Config, DataConfig
 from attnmt.data.batching import Batch, batch_by_sentences, collate, token_batches
 from attnmt.data.corpus import read_parallel
 from attnmt.data.dataset import ParallelData, encode_pairs, load_processors, read_split
-from attnmt.data.prepare import prepare_store
 from attnmt.data.split import write_held_out
 from attnmt.data.store import (
     EpochBatches,
@@ -34,9 +33,10 @@ from attnmt.data.store import (
     staleness,
     store_location,
 )
+from attnmt.data.store_prepare import prepare_store
 from attnmt.data.transforms import source_of
-from attnmt.distributed import World
 from attnmt.errors import UserError
+from attnmt.runtime.distributed import World
 
 
 def load_data(config: Config, model_dir: Path, resume: bool, log, world: World | None = None,

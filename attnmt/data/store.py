@@ -1,6 +1,6 @@
 """The token store: a prepared training corpus as memory-mapped numpy arrays, and its batches.
 
-Every training run reads its pairs from a store: `attnmt train` prepares one (attnmt/data/prepare.py),
+Every training run reads its pairs from a store: `attnmt train` prepares one (attnmt/data/store_prepare.py),
 or reuses the one whose inputs are unchanged, in its model folder (MODEL_DIR/store) or, with
 data.store_dir, in a shared folder named by the data settings' hash. A store is a folder::
 
@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from attnmt.config import DataConfig
+from attnmt.config.schema import DataConfig
 from attnmt.data.batching import epoch_generator
 from attnmt.data.order import EpochOrder, Mix, epoch_counts, seeded_rng
 from attnmt.data.store_links import StoreLinks

@@ -1,6 +1,6 @@
 """Guided alignment's word links in the token store: one entry per stored pair, beside its ids.
 
-`attnmt prepare` (attnmt/data/prepare.py) writes them when data.transforms has a ``links`` entry::
+`attnmt prepare` (attnmt/data/store_prepare.py) writes them when data.transforms has a ``links`` entry::
 
     links.ij       int32 [n, 2]: every stored pair's links (source word, target word), concatenated
     links.off      int64 [pairs + 1]: pair i's links are links.ij[off[i]:off[i + 1]]
@@ -10,7 +10,7 @@
 
 A corpus pair has its line's links; a pair the transforms joined has its parts' links, each
 shifted by the words before it (its origin, attnmt/data/transforms.py). The batcher reads a pair's
-links with its ids (`StoreLinks[i]`, attnmt/guidance.py), so guidance holds nothing in memory that
+links with its ids (`StoreLinks[i]`, attnmt/train/guidance.py), so guidance holds nothing in memory that
 grows with the corpus.
 """
 
@@ -27,7 +27,7 @@ import numpy as np
 
 from attnmt.data.chunks import iter_corpora
 from attnmt.data.corpus import read_parallel
-from attnmt.data.links import Link, parse_links
+from attnmt.data.pharaoh import Link, parse_links
 from attnmt.data.transforms import AlignText, links_transform, transforms_of
 from attnmt.errors import UserError
 

@@ -54,7 +54,7 @@ Example (language seed 0; the categories are shown under each source word)::
     mini pilupe nukatu ri labe gipuki podobi leno mini ruma pono gabo
     >>> print(" ".join(pair.tgt))
     vuvuzo we vi thowe vuthe shozi woche yoze jeshu vuchowo joho
-    >>> from attnmt.data.links import format_links
+    >>> from attnmt.data.pharaoh import format_links
     >>> print(format_links(pair.alignment))
     1-0 1-1 2-6 3-2 4-4 5-3 6-5 7-7 9-9 10-8 11-10
 

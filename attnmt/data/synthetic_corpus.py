@@ -63,7 +63,7 @@ def write_corpus(
     ``i-j`` links, 1-based unless ``one_based=False`` (see the module docstring). Returns the
     paths by suffix: ``{"src": ..., "tgt": ..., "align": ...}``.
     """
-    from attnmt.data.links import format_links
+    from attnmt.data.pharaoh import format_links
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)

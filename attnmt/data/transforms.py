@@ -12,14 +12,14 @@ its own typed settings, run in the order given::
 
 Every transform works on a `Pairs` view of the training text (the corpus after data.valid_size /
 data.test_size are held out, then what the transforms before it added) while `attnmt prepare` builds
-the token store (attnmt/data/prepare.py): the store holds their output, and their settings and files
+the token store (attnmt/data/store_prepare.py): the store holds their output, and their settings and files
 enter its staleness check. Training reads only the store, so there is one pipeline.
 
 Each pair carries its *origin*: the corpus lines it is made of, each with the word at which that
 line's words start (source, target), or None for text that no corpus line gives (added text, a
 changed copy). A corpus pair's origin is ``((line, 0, 0),)``; a joined pair's lists its parts. The
 ``links`` transform names word links line-aligned with the corpus; the store keeps each pair's links,
-its parts' links shifted (attnmt/data/store_links.py), and guided alignment (attnmt/guidance.py)
+its parts' links shifted (attnmt/data/store_links.py), and guided alignment (attnmt/train/guidance.py)
 reads them with the pair.
 """
 
@@ -29,11 +29,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Optional
 
-from attnmt.config import DataConfig
+from attnmt.config.registry import Registry
+from attnmt.config.schema import DataConfig
+from attnmt.config.typed import build
 from attnmt.data.augment import choose_fraction, draw_joined, join_run, unpunctuated
 from attnmt.errors import UserError
-from attnmt.registry import Registry
-from attnmt.typed import build
 
 Pair = tuple[str, str]
 Origin = Optional[tuple[tuple[int, int, int], ...]]  # (corpus line, source word, target word) per part

@@ -6,10 +6,21 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from attnmt.config.special import (  # the ids live in the leaf
+    BOS,
+    BOS_ID,
+    EOS,
+    EOS_ID,
+    PAD,
+    PAD_ID,
+    SPECIALS,
+    UNK,
+    UNK_ID,
+)
+
 # The raw reader (no control-character cleaning): same file:line errors as the corpus readers.
 from attnmt.data.corpus import _read_raw_lines
 from attnmt.errors import UserError
-from attnmt.special import BOS, BOS_ID, EOS, EOS_ID, PAD, PAD_ID, SPECIALS, UNK, UNK_ID  # the ids live in the leaf
 
 __all__ = [
     "BOS",

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from torch import nn
 
-from attnmt.config import ModelConfig
+from attnmt.config.model_size import check_size
+from attnmt.config.schema import ModelConfig
 from attnmt.errors import UserError
-from attnmt.model_size import check_size
 from attnmt.models import attention as _attention  # noqa: F401  (registers the attention scores)
 from attnmt.models.registry import MODELS, SCORES, model_class, register_model, register_score
 from attnmt.models.seq2seq import RNNSearch, RNNSearchConfig, Seq2Seq, Seq2SeqConfig

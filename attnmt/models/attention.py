@@ -1,4 +1,4 @@
-"""PyTorch attention modules, numerically equal to the NumPy reference in ``attnmt.reference``.
+"""PyTorch attention modules, numerically equal to the NumPy reference in ``attnmt.models.reference``.
 
 Everything is batch-first. Masks are boolean with **True = a real position that may be attended**
 (``nn.MultiheadAttention``'s ``key_padding_mask`` means the opposite; convert at that boundary).

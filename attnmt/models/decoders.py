@@ -13,10 +13,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from attnmt.config.special import PAD_ID
 from attnmt.models.dropout import Dropout
 from attnmt.models.encoders import StackedRNN
 from attnmt.models.registry import score_class
-from attnmt.special import PAD_ID
 
 
 class FixedVectorDecoder(nn.Module):

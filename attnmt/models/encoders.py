@@ -7,8 +7,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from attnmt.config.special import PAD_ID
 from attnmt.models.dropout import Dropout
-from attnmt.special import PAD_ID
 
 RNN_CELLS = {"lstm": nn.LSTM, "gru": nn.GRU}
 

@@ -9,9 +9,9 @@ that `model.score` uses::
     @register_score("additive")
     class AdditiveAttention(Attention): ...
 
-Each model class owns its config class (`config_class`, a subclass of attnmt.config.ModelConfig
+Each model class owns its config class (`config_class`, a subclass of attnmt.config.schema.ModelConfig
 with the `model.*` keys it reads); registering the model enters that class in
-attnmt.config.MODEL_CONFIGS, which builds a config's model section. `build_model`, align, study
+attnmt.config.schema.MODEL_CONFIGS, which builds a config's model section. `build_model`, align, study
 and serve look names up here and ask the model class what it can do (`has_attention`, `has_heads`,
 `config_keys`); nothing else in the package decides by a model type's name. docs/extending.md
 walks through adding one.
@@ -22,8 +22,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, TypeVar
 
-from attnmt.config import MODEL_CONFIGS, ModelConfig
-from attnmt.registry import Registry
+from attnmt.config.registry import Registry
+from attnmt.config.schema import MODEL_CONFIGS, ModelConfig
 
 T = TypeVar("T", bound=type)
 
@@ -37,7 +37,7 @@ def register_model(name: str) -> Callable[[T], T]:
     """Class decorator: make a model class available as `model.type: NAME`.
 
     The class names its own config class (`config_class`: a dataclass subclass of
-    attnmt.config.ModelConfig whose `type` defaults to NAME); it is entered in MODEL_CONFIGS, so that
+    attnmt.config.schema.ModelConfig whose `type` defaults to NAME); it is entered in MODEL_CONFIGS, so that
     a config's model section is built and checked as that class, and the model's `config_keys` are its fields.
     """
 
@@ -46,7 +46,7 @@ def register_model(name: str) -> Callable[[T], T]:
         if not (isinstance(config_class, type) and issubclass(config_class, ModelConfig)
                 and dataclasses.is_dataclass(config_class)):
             raise ValueError(f"model type {name!r}: {cls.__name__}.config_class must be a dataclass subclass of "
-                             "attnmt.config.ModelConfig")
+                             "attnmt.config.schema.ModelConfig")
         fields = {f.name: f for f in dataclasses.fields(config_class)}
         if fields["type"].default != name:
             raise ValueError(f"model type {name!r}: {config_class.__name__}.type must default to {name!r}")

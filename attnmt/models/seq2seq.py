@@ -16,12 +16,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnmt.config import MAX_WIDTH, ModelConfig
+from attnmt.config.schema import MAX_WIDTH, ModelConfig
+from attnmt.config.typed import ranged
 from attnmt.errors import UserError
 from attnmt.models.decoders import BahdanauDecoder, FixedVectorDecoder, LuongDecoder
 from attnmt.models.encoders import RNNEncoder
 from attnmt.models.registry import SCORES, register_model, score_class
-from attnmt.typed import ranged
 
 
 @dataclass

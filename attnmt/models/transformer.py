@@ -29,13 +29,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnmt.config import MAX_HEADS, MAX_WIDTH, ModelConfig
+from attnmt.config.schema import MAX_HEADS, MAX_WIDTH, ModelConfig
+from attnmt.config.special import PAD_ID
+from attnmt.config.typed import ranged
 from attnmt.errors import UserError
 from attnmt.models.attention import MultiHeadAttention
 from attnmt.models.dropout import Dropout
 from attnmt.models.registry import register_model
-from attnmt.special import PAD_ID
-from attnmt.typed import ranged
 
 __all__ = ["Transformer", "TransformerConfig", "sinusoidal_encoding"]
 

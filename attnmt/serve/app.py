@@ -23,8 +23,10 @@ from fastapi.staticfiles import StaticFiles
 
 from attnmt import __version__
 from attnmt.align import model_method
+from attnmt.config.special import SPECIALS
+from attnmt.decode.sampling import Sampling
+from attnmt.decode.translator import Translator
 from attnmt.errors import UserError
-from attnmt.sampling import Sampling
 from attnmt.serve.admission import AdmissionMiddleware
 from attnmt.serve.batching import DynamicBatcher, QueueFull
 from attnmt.serve.engine import (
@@ -49,8 +51,6 @@ from attnmt.serve.schema import (
     TranslateRequest,
     TranslateResponse,
 )
-from attnmt.special import SPECIALS
-from attnmt.translator import Translator
 
 __all__ = ["create_app", "serve"]
 
@@ -323,7 +323,7 @@ def _ms(seconds: float) -> float:
 
 
 def _load(directory: str | Path) -> Translator:
-    from attnmt.translator import load
+    from attnmt.decode.translator import load
 
     return load(directory)
 

@@ -16,13 +16,13 @@ import numpy as np
 import torch
 
 from attnmt.align import align_translations
+from attnmt.decode.forced import forced_batches
+from attnmt.decode.sampling import Sampling
+from attnmt.decode.steps import explore
+from attnmt.decode.translator import Translation as TranslatorOutput
+from attnmt.decode.translator import Translator
 from attnmt.errors import UserError
-from attnmt.explore import explore
-from attnmt.forced import forced_batches
-from attnmt.sampling import Sampling
 from attnmt.serve.schema import Hypothesis, ModelInfo, Translation
-from attnmt.translator import Translation as TranslatorOutput
-from attnmt.translator import Translator
 
 __all__ = ["BatchKey", "ExploreItem", "Item", "ServedModel", "decode_batch", "load_models", "parse_model_spec",
            "sentence_costs", "served_model"]
@@ -96,7 +96,7 @@ def parse_model_spec(spec: str) -> tuple[str, Path]:
 def load_models(specs: list[str], checkpoint: str | None = None, device: str = "cpu",
                 int8: bool = False, threads: int | None = None, inter_threads: int = 1) -> dict[str, Translator]:
     """Load every ``--model`` spec (see :func:`parse_model_spec`); names must be unique."""
-    from attnmt.translator import load
+    from attnmt.decode.translator import load
 
     if not specs:
         raise UserError("serve: no model; pass --model DIR (or --model NAME=DIR), repeatable")
@@ -168,7 +168,7 @@ def sentence_costs(translator: Translator, texts: list[str], beam: int, n_best: 
 def decode_batch(models: Mapping[str, ServedModel], key: BatchKey,
                  items: list[Item] | list[ExploreItem]) -> list[Translation] | list[dict]:
     """Translate a batch of sentences that share the decoding settings of ``key`` (the batcher's run_batch);
-    for an explore key, the explore record of each ExploreItem (:func:`attnmt.explore.explore`)."""
+    for an explore key, the explore record of each ExploreItem (:func:`attnmt.decode.steps.explore`)."""
     translator = models[key.model].translator
     if key.explore:
         return [explore(translator, item.text, beam=key.beam, prefix=item.prefix, top_k=item.top_k, name=key.model,

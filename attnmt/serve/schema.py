@@ -13,13 +13,13 @@ from typing import Annotated, Any, Literal, Optional
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from attnmt.sampling import MAX_SEED, MAX_TEMPERATURE, MIN_TEMPERATURE
+from attnmt.decode.sampling import MAX_SEED, MAX_TEMPERATURE, MIN_TEMPERATURE
 
 # The largest min_len, no_repeat_ngram and top_k a request may give: far beyond any output length and
 # vocabulary, and small enough for every integer type decoding puts them in.
 MAX_OUTPUT_TOKENS = 10_000
 MAX_TOP_K = 1_000_000
-MAX_EXPLORE_TOP_K = 50  # attnmt.explore.MAX_TOP_K
+MAX_EXPLORE_TOP_K = 50  # attnmt.decode.steps.MAX_TOP_K
 MAX_PREFIX_TOKENS = 1_000
 
 

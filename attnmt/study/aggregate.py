@@ -20,7 +20,7 @@ def seed_mean_interval(hypotheses: list[list[str]], references: list[str], token
     jointly keeps the seeds paired, so the interval reflects the test set's sampling error of the
     seed-averaged score (not the seeds' spread, which the report shows separately).
     """
-    from attnmt.evaluate import _bleu_from_statistics, _bleu_metric, _sentence_statistics
+    from attnmt.decode.evaluate import _bleu_from_statistics, _bleu_metric, _sentence_statistics
 
     if n_resamples <= 0 or not references:
         return None
@@ -132,7 +132,7 @@ def _bucket_rows(study: Study, edges: list[int], lengths: list[int], references:
 def length_ratio(hypotheses: list[str], references: list[str], tokenize: str) -> float:
     """Output length over reference length in sacreBLEU's tokens (its ``sys_len / ref_len``): below 1 the
     translations are short and BLEU's brevity penalty applies, as when a search drops part of the source."""
-    from attnmt.evaluate import _bleu_metric
+    from attnmt.decode.evaluate import _bleu_metric
 
     score = _bleu_metric(tokenize, False).corpus_score(hypotheses, [references])
     return score.sys_len / score.ref_len if score.ref_len else 0.0

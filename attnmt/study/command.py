@@ -11,9 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attnmt.errors import UserError
-from attnmt.model_folder import make_folder
 from attnmt.models.registry import model_class
-from attnmt.safe_write import write_text
+from attnmt.runtime.safe_write import make_folder, write_text
 from attnmt.study.aggregate import aggregate, diagonal_baselines
 from attnmt.study.data import StudyData, prepare_data
 from attnmt.study.figures import draw_heatmaps, plot_accuracy_by_position, plot_bleu_by_length_seeds

@@ -12,7 +12,7 @@ import numpy as np
 
 from attnmt.data.augment import join_run
 from attnmt.errors import UserError
-from attnmt.safe_write import write_text
+from attnmt.runtime.safe_write import write_text
 from attnmt.study.spec import Multi30kLongData, Study, SyntheticData, TatoebaLongData, resolve_path
 
 

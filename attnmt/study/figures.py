@@ -95,7 +95,7 @@ def choose_heatmap_sentences(study: Study, lengths: list[int]) -> list[int]:
 def draw_heatmaps(study: Study, data: StudyData, runs: list[Run], figures: Path) -> list[dict]:
     """Word-level, teacher-forced attention of the chosen test pairs (the same matrices the alignment reads)."""
     from attnmt.align import argmax_links, attention_matrices, score_alignments
-    from attnmt.translator import load
+    from attnmt.decode.translator import load
     from attnmt.viz.heatmap import plot_attention
 
     if not study.heatmaps.enabled:
@@ -133,7 +133,7 @@ def draw_heatmaps(study: Study, data: StudyData, runs: list[Run], figures: Path)
 
 
 def _attention_model(run: Run) -> bool:
-    from attnmt.config import load_config
+    from attnmt.config.schema import load_config
 
     return model_class(load_config(run.model_dir / "config.yaml").model.type).has_attention
 

@@ -9,9 +9,9 @@ import math
 import time
 from pathlib import Path
 
-from attnmt.checkpoint import checkpoint_path
 from attnmt.errors import UserError
-from attnmt.safe_write import write_text
+from attnmt.folder.checkpoint import checkpoint_path
+from attnmt.runtime.safe_write import write_text
 from attnmt.study.data import StudyData
 from attnmt.study.runs import Run, ensure_trained
 from attnmt.study.spec import Study, resolve_path
@@ -19,7 +19,7 @@ from attnmt.study.spec import Study, resolve_path
 
 def _train_log_summary(model_dir: Path) -> dict:
     """Steps, time and stop reason of a model folder's last training run."""
-    from attnmt.runlog import training_summary
+    from attnmt.train.events import training_summary
 
     summary = training_summary(model_dir)
     return {"parameters": summary.get("parameters"), "steps": summary.get("steps"),
@@ -54,8 +54,8 @@ def teacher_forced_stats(translator, sources: list[str], targets: list[str], wid
     """Test perplexity and next-token accuracy by target position, with teacher forcing."""
     import torch.nn.functional as F
 
-    from attnmt.forced import forced_batches
-    from attnmt.special import PAD_ID
+    from attnmt.config.special import PAD_ID
+    from attnmt.decode.forced import forced_batches
 
     src_ids = [translator.src.ids(s) or [PAD_ID] for s in sources]
     tgt_ids = [translator.tgt.ids(t) for t in targets]
@@ -85,7 +85,7 @@ def teacher_forced_stats(translator, sources: list[str], targets: list[str], wid
 def bucket_edges_for(study: Study, lengths: list[int], clip: bool = False) -> list[int]:
     """The source-length bucket edges of the study. ``clip`` (for extra test sets): the first and
     last edge widened to cover ``lengths`` instead of an error."""
-    from attnmt.evaluate import length_edges
+    from attnmt.decode.evaluate import length_edges
 
     edges = list(study.evaluation.bucket_edges) or length_edges(lengths)
     if clip:
@@ -117,8 +117,8 @@ def gold_sets(study: Study, data: StudyData) -> dict[str, tuple[list[str], list[
 def evaluate_run(run: Run, data: StudyData, study: Study, out: Path) -> dict:
     """Everything the report needs from one trained model; cached in ``out/evals``."""
     from attnmt.align import argmax_links, attention_matrices, score_alignments, threshold_links
-    from attnmt.evaluate import bleu_by_length, corpus_scores
-    from attnmt.translator import load
+    from attnmt.decode.evaluate import bleu_by_length, corpus_scores
+    from attnmt.decode.translator import load
 
     cache = out / "evals" / f"{run.label}.json"
     key = _eval_key(run, data, study)
@@ -166,7 +166,7 @@ def evaluate_run(run: Run, data: StudyData, study: Study, out: Path) -> dict:
 
 def measure_test_set(translator, study: Study, run: Run, sources: list[str], references: list[str]) -> dict:
     """BLEU (corpus and by source length), chrF and perplexity of one run on a further test set."""
-    from attnmt.evaluate import bleu_by_length, corpus_scores
+    from attnmt.decode.evaluate import bleu_by_length, corpus_scores
 
     ev, seed = study.evaluation, run.seed
     hypotheses = translate_for_study(translator, study, run.model, sources)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from attnmt.config import PATH_FIELDS, Config, config_from_dict, config_to_dict
+from attnmt.config.schema import PATH_FIELDS, Config, config_from_dict, config_to_dict
 from attnmt.errors import UserError
 from attnmt.study.spec import Study, deep_merge, model_raw_config, resolve_path
 
@@ -86,8 +86,8 @@ def training_status(run: Run) -> Literal["given", "missing", "finished", "interr
 
 def ensure_trained(run: Run, retrain: bool = False, quiet: bool = True) -> dict:
     """Train the run unless its folder already holds the same finished model; returns what was done."""
-    from attnmt.config import load_config
-    from attnmt.train import train
+    from attnmt.config.schema import load_config
+    from attnmt.train.trainer import train
 
     status = training_status(run)
     if status == "given":

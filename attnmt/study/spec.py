@@ -9,10 +9,10 @@ from typing import Optional
 
 import yaml
 
-from attnmt.config import config_from_dict
+from attnmt.config.schema import config_from_dict
+from attnmt.config.typed import apply_overrides, build, check_range
+from attnmt.config.yaml_input import parse_yaml, read_yaml
 from attnmt.errors import UserError
-from attnmt.typed import apply_overrides, build, check_range
-from attnmt.yaml_input import parse_yaml, read_yaml
 
 
 @dataclass
@@ -150,7 +150,7 @@ class EvaluationSection:
     position_width: int = 10  # target positions per group in the accuracy-by-position figure
     checkpoint: str = "best"  # the checkpoint each model is scored with: best (lowest validation loss) or last
     length_penalty: Optional[float] = None  # GNMT alpha for beam search (None: each model's decode.length_penalty)
-    coverage_penalty: float = 0.0  # GNMT beta for beam search, for the models with attention (attnmt.search)
+    coverage_penalty: float = 0.0  # GNMT beta for beam search, for the models with attention (attnmt.decode.search)
     # One model's own decoding, e.g. {seq2seq: {length_penalty: 1.0}}: beam, length_penalty or coverage_penalty
     # in place of the values above (each chosen on validation pairs, as the shared ones are).
     models: dict = field(default_factory=dict)
@@ -388,7 +388,7 @@ SET_PATHS = {("data", source, key) for source, key in DATA_LOCATIONS} | {("data"
 
 
 def _set_values(raw: dict, overrides: list[str] | tuple[str, ...]) -> dict:
-    """``raw`` with ``section.key=value`` strings applied (attnmt.typed.apply_overrides); a data location
+    """``raw`` with ``section.key=value`` strings applied (attnmt.config.typed.apply_overrides); a data location
     given so is made absolute from the current folder."""
     raw = apply_overrides(copy.deepcopy(raw), list(overrides))
     for section, source, key in SET_PATHS:

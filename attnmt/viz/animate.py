@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from attnmt.decode.evaluate import DEFAULT_BUCKET_WIDTH
 from attnmt.errors import UserError
-from attnmt.evaluate import DEFAULT_BUCKET_WIDTH
 
 SCENES = ("bottleneck", "soft-alignment")
 QUALITIES = {"low": "low_quality", "medium": "medium_quality", "high": "high_quality"}  # 480p15, 720p30, 1080p60

@@ -24,7 +24,7 @@ from matplotlib import font_manager
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from attnmt.safe_write import open_output
+from attnmt.runtime.safe_write import open_output
 
 # Tried in order for every glyph (matplotlib falls back per glyph across the list), so Latin
 # text uses DejaVu Sans and Chinese/Japanese/Korean tokens use whichever CJK font is installed.
@@ -260,7 +260,7 @@ def _circle(ax, marks: Iterable[tuple[int, int]], cell: float) -> None:
 
 
 def save_figure(fig: Figure, path: str | Path, **options: Any) -> None:
-    """``fig`` written to ``path`` by attnmt.safe_write, in the format its suffix names (png when it has none);
+    """``fig`` written to ``path`` by attnmt.runtime.safe_write, in the format its suffix names (png when it has none);
     the commands check for an existing file before the work."""
     with open_output(path, "wb", overwrite=True) as f:
         fig.savefig(f, format=Path(path).suffix.lstrip(".").lower() or "png", **options)

@@ -14,7 +14,7 @@ import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from attnmt.evaluate import LengthBucket
+from attnmt.decode.evaluate import LengthBucket
 from attnmt.viz.heatmap import font_families, save_figure
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
@@ -30,7 +30,7 @@ def plot_bleu_by_length(
     """Plot BLEU at each bucket's mid-point, one marked line per model, and save it to ``path``.
 
     ``results`` maps a model name (the legend label) to its buckets from
-    :func:`attnmt.evaluate.bleu_by_length`. A model whose buckets all carry ``ci_low`` and
+    :func:`attnmt.decode.evaluate.bleu_by_length`. A model whose buckets all carry ``ci_low`` and
     ``ci_high`` gets error bars. The file type follows the suffix of ``path``. Returns ``path``.
     """
     if not results or not any(results.values()):

@@ -22,9 +22,9 @@ import pytest
 import torch
 import yaml
 
-from attnmt.checkpoint import load_checkpoint
-from attnmt.config import config_to_dict
-from attnmt.train import train
+from attnmt.config.schema import config_to_dict
+from attnmt.folder.checkpoint import load_checkpoint
+from attnmt.train.trainer import train
 from tests.conftest import tiny_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]

@@ -2,7 +2,7 @@
 
 Nothing here is drawn by hand. A curve comes from a results JSON (``attnmt demo``'s
 ``results.json``, ``benchmarks/results/demo.json``, or a study with the same ``"buckets"``
-structure), from evaluating trained models with :func:`attnmt.evaluate.bleu_by_length`, or from
+structure), from evaluating trained models with :func:`attnmt.decode.evaluate.bleu_by_length`, or from
 the copy of the built-in demo's measurements shipped in the package. An attention matrix comes
 from a trained RNNsearch model translating a sentence, or from the copy of one such translation
 shipped in the package (scripts/refresh_bundles.py makes both copies).
@@ -43,8 +43,8 @@ from typing import Any
 
 import numpy as np
 
+from attnmt.decode.evaluate import DEFAULT_BUCKET_WIDTH, LengthBucket
 from attnmt.errors import UserError
-from attnmt.evaluate import DEFAULT_BUCKET_WIDTH, LengthBucket
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # attnmt/viz
 BUNDLED_CURVE = PACKAGE_DIR / "demo_curve.json"
@@ -53,8 +53,8 @@ BUNDLED_ATTENTION = PACKAGE_DIR / "demo_attention.json"
 # The fixed-vector model is the one whose curve the Bottleneck scene traces.
 FIXED_VECTOR_MODEL = "seq2seq"
 MAX_WORDS = 60  # more source words than this do not fit on the frame as readable text
-# attnmt.demo.DemoSettings().seed (a test keeps them equal): the demo's language. Not imported
-# from there because attnmt.demo imports torch, which the default scenes do not otherwise need.
+# attnmt.study.demo.DemoSettings().seed (a test keeps them equal): the demo's language. Not imported
+# from there because attnmt.study.demo imports torch, which the default scenes do not otherwise need.
 DEMO_SEED = 1
 MAX_GRID = 32  # the largest K or Q of the SoftAlignment grid whose labels stay readable at 1080p
 
@@ -199,8 +199,8 @@ def curves_from_models(
     longest test sentence as the first model's source tokens, the words the scene shows.
     """
     from attnmt.data.corpus import read_parallel
-    from attnmt.evaluate import bleu_by_length
-    from attnmt.translator import load
+    from attnmt.decode.evaluate import bleu_by_length
+    from attnmt.decode.translator import load
 
     if bucket_width < 1:
         raise UserError(f"--bucket-width must be at least 1, got {bucket_width}")
@@ -285,7 +285,7 @@ def bottleneck_data(
 def attention_from_model(model_dir: str | Path, sentence: str, checkpoint: str | None = None,
                          beam: int | None = None) -> AttentionGrid:
     """Translate ``sentence`` with an RNNsearch model and return its attention as a K x Q grid."""
-    from attnmt.translator import load
+    from attnmt.decode.translator import load
 
     if not sentence.strip():
         raise UserError("soft-alignment: --sentence is empty; pass the sentence to translate in quotes")

@@ -1,0 +1,293 @@
+"""One sentence's translation, step by step: the explore record that the explorer page draws (docs/explore.md).
+
+:func:`explore` runs the beam search with its tree recorded (:class:`attnmt.decode.beam_tree.BeamTree`),
+optionally with a forced target prefix, then reads the found output once more with teacher forcing,
+which gives at every decoder step exactly what the search saw (the decoder is causal and runs in eval
+mode): the model's top-k next pieces and their probabilities, the attention row over the source (every
+decoder layer and head for a Transformer), and, for an RNN attention model, the parts of its equation
+``e_ij``, ``alpha_ij = softmax_j(e_ij)`` and ``c_i = sum_j alpha_ij h_j``. Source and output are given
+both as pieces (what the model reads) and as whitespace words (the default display), with the attention
+columns summed per source word.
+
+The record is plain JSON data (dicts, lists, rounded floats); its keys are documented in docs/explore.md
+and stay stable: keys are only ever added.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from attnmt.config.special import BOS_ID, EOS_ID, PAD_ID
+from attnmt.data.batching import collate
+from attnmt.decode.beam_tree import BeamTree
+from attnmt.decode.constraints import check_prefix
+from attnmt.decode.forced import eval_mode, force
+from attnmt.decode.search import beam_search
+from attnmt.decode.translation import check_lengths, check_options
+from attnmt.errors import UserError
+from attnmt.models.attention import Attention
+
+__all__ = ["FORMAT", "MAX_TOP_K", "explore", "model_info", "prefix_ids", "what_if", "words_of"]
+
+FORMAT = "attnmt-explore/1"
+MAX_TOP_K = 50
+COMPONENTS = 6  # components of h_j and c_i shown with the equation
+DECIMALS = 4  # probabilities and attention
+SCORE_DECIMALS = 3  # scores, log probs, e_ij and norms
+NESTED_TOP_K = 3  # top-k pieces per step kept in a what-if record (what_if)
+# Scripts written without spaces between words (CJK ideographs, kana): there, each piece counts as a word
+_UNSPACED = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+
+
+def prefix_ids(translator, prefix: str | None = None, prefix_tokens: Sequence[str] | None = None) -> list[int]:
+    """The target ids of a forced prefix given as text (tokenized by the model) or as pieces (each one of the
+    model's target vocabulary); [] for none. A UserError for both, or for a piece the model does not know."""
+    if prefix is not None and prefix_tokens is not None:
+        raise UserError("give the forced prefix once: as text (prefix) or as pieces (prefix_tokens), not both")
+    vocab = translator.tgt.vocab
+    if prefix_tokens is None:
+        return vocab.encode(translator.tgt.tokens(prefix)) if prefix else []
+    specials = {vocab.decode([i])[0] for i in (PAD_ID, BOS_ID, EOS_ID)}
+    for i, piece in enumerate(prefix_tokens):
+        if piece in specials or piece not in vocab:
+            raise UserError(f"prefix_tokens[{i}] {piece!r} is not a piece the model can output; use pieces of its "
+                            "output or top-k lists")
+    return vocab.encode(prefix_tokens)
+
+
+def explore(translator, sentence: str, beam: int | None = None, prefix: str | None = None,
+            prefix_tokens: Sequence[str] | None = None, top_k: int = 10, name: str | None = None,
+            heads: bool = True, tree: bool = True) -> dict[str, Any]:
+    """The explore record of ``sentence`` translated by ``translator``
+    (an :class:`attnmt.decode.translator.Translator`).
+
+    ``beam``: the beam size (default the model's decode.beam; 1 is greedy search); the other decoding
+    settings are the model's decode.*. ``prefix`` (text) or ``prefix_tokens`` (target pieces): force the
+    output to start with it; the rest is the best continuation. ``top_k``: next pieces listed per step.
+    ``heads=False`` leaves out a Transformer's per-head attention, ``tree=False`` the search tree.
+    """
+    if translator.members is not None:
+        raise UserError("explore reads one model's attention; pass one model folder, not an ensemble")
+    if not 1 <= top_k <= MAX_TOP_K:
+        raise UserError(f"top_k={top_k} is out of range; allowed: 1 to {MAX_TOP_K}")
+    d = translator.config.decode
+    check_options(beam=beam)  # as translate() checks it
+    beam = d.beam if beam is None else beam
+    src_pieces = translator.src.tokens(sentence)
+    if not src_pieces:
+        raise UserError("the sentence is empty; give a sentence to translate")
+    check_lengths([len(src_pieces)], translator.max_src_tokens)
+    forced = prefix_ids(translator, prefix, prefix_tokens)
+    check_prefix(forced, d.no_repeat_ngram)
+    src_ids = translator.src.vocab.encode(src_pieces)
+    recorder = BeamTree() if tree else None
+    model = translator.model
+    with eval_mode(model), torch.inference_mode():
+        batch = collate([(src_ids, None)], [0]).to(translator.device)
+        found = beam_search(model, batch.src, batch.src_len, beam_size=beam, length_penalty=d.length_penalty,
+                            max_len_a=d.max_len_a, max_len_b=d.max_len_b, max_len_cap=d.max_len_cap,
+                            stopping=d.stopping, min_len=d.min_len, no_repeat_ngram=d.no_repeat_ngram,
+                            coverage_penalty=translator.coverage_beta(None), prefix=[forced], record=recorder)[0]
+        hyp = found[0] if found else None
+        out_ids = hyp.tokens if hyp is not None else []
+        steps, attention, annotations = _forced_steps(translator, src_ids, out_ids, top_k, heads)
+    tgt = translator.tgt
+    out_pieces = tgt.vocab.decode(out_ids)
+    source = _side(translator.src, sentence, src_pieces)
+    source["annotations"] = annotations
+    output = _side(tgt, tgt.detokenize(out_ids), out_pieces)
+    output["score"] = _finite(hyp.score if hyp is not None else float("-inf"), SCORE_DECIMALS)
+    output["log_prob"] = _finite(hyp.log_prob if hyp is not None else float("-inf"), SCORE_DECIMALS)
+    for i, step in enumerate(steps):
+        step["output_word"] = output["piece_word"][i] if i < len(out_pieces) else None
+        step["forced"] = i < len(forced)
+    return {
+        "format": FORMAT,
+        "model": model_info(translator, name),
+        "source": source,
+        "output": output,
+        "prefix": tgt.vocab.decode(forced),
+        "decode": {"beam": beam, "length_penalty": d.length_penalty, "top_k": top_k},
+        "steps": steps,
+        "attention": None if attention is None else _attention(attention, source["piece_word"]),
+        "beam": None if recorder is None or hyp is None else _tree(recorder, hyp, beam, tgt.vocab),
+        "alternatives": None,
+    }
+
+
+def model_info(translator, name: str | None = None) -> dict[str, Any]:
+    """What the page says about a model: its name, type, languages and attention layout."""
+    config = translator.config
+    heads = translator.has_heads
+    folder = translator.model_dir
+    return {"name": name or (folder.name if folder is not None else config.model.type),
+            "type": config.model.type, "has_attention": translator.has_attention,
+            "layers": config.model.dec_layers if heads else None, "heads": config.model.n_heads if heads else None,
+            "src_lang": config.data.src_lang, "tgt_lang": config.data.tgt_lang}
+
+
+def what_if(translator, record: dict[str, Any], alternatives: int = 3, **settings) -> dict[str, list[dict]]:
+    """The record's what-if re-decodings, by step (a str): for each step i, the output forced to start with
+    the pieces before step i and then, in turn, each of the first ``alternatives`` pieces of the step's top-k
+    other than the chosen one and ``</s>``. The nested records are slim: no tree, no per-head attention, no
+    equation parts, and at most ``NESTED_TOP_K`` pieces in each step's top-k."""
+    chosen = [step["output"] for step in record["steps"]]
+    result: dict[str, list[dict]] = {}
+    for i, step in enumerate(record["steps"]):
+        options = [c["piece"] for c in step["top_k"] if c["piece"] not in (step["output"], "</s>")][:alternatives]
+        if options:
+            result[str(i)] = [_slim(explore(translator, record["source"]["text"], prefix_tokens=chosen[:i] + [piece],
+                                            heads=False, tree=False, name=record["model"]["name"], **settings))
+                              for piece in options]
+    return result
+
+
+def _slim(record: dict[str, Any]) -> dict[str, Any]:
+    record["source"]["annotations"] = None
+    for step in record["steps"]:
+        step["equation"] = None
+        step["top_k"] = step["top_k"][:NESTED_TOP_K]
+    return record
+
+
+# ------------------------------------------------------------------------------------------ parts
+
+
+def _side(processor, text: str, pieces: list[str]) -> dict[str, Any]:
+    """Text, pieces, words and the word of each piece."""
+    words, piece_word = words_of(processor.tokenizer, pieces)
+    return {"text": text, "pieces": pieces, "words": words, "piece_word": piece_word}
+
+
+def words_of(tokenizer, pieces: Sequence[str]) -> tuple[list[str], list[int]]:
+    """The words that ``pieces`` make, and the word of each piece. Words are the whitespace-separated ones,
+    except in a script written without spaces (Chinese, Japanese), where each piece is a word of its own."""
+    groups: list[list[str]] = []
+    last = None
+    for piece, word in zip(pieces, tokenizer.word_ids(pieces) if pieces else []):
+        if word != last or _UNSPACED.search(piece) or _UNSPACED.search(groups[-1][-1]):
+            groups.append([])
+        groups[-1].append(piece)
+        last = word
+    return [tokenizer.decode(group) for group in groups], [w for w, group in enumerate(groups) for _ in group]
+
+
+def _forced_steps(translator, src_ids: list[int], out_ids: list[int], top_k: int, heads: bool):
+    """Per decoder step (one per output piece and one for </s>) the input, output, top-k and equation; the
+    attention (pieces) [T, S], or [L, H, T, S] with heads; the annotations h_j of an RNN attention model."""
+    model, vocab = translator.model, translator.tgt.vocab
+    batch = collate([(src_ids, out_ids)], [0]).to(translator.device)
+    with _EquationProbe(model) as probe:
+        logits, attention = force(model, batch, heads=heads and translator.has_heads)
+    log_probs = F.log_softmax(logits[0].float(), dim=-1)
+    log_probs[:, [PAD_ID, BOS_ID]] = float("-inf")  # never generated (attnmt.decode.search)
+    best, best_ids = log_probs.topk(min(top_k, log_probs.size(1)), dim=-1)
+    outputs = out_ids + [EOS_ID]
+    inputs = vocab.decode(out_ids)
+    steps = []
+    for i, token in enumerate(outputs):
+        steps.append({
+            "input": "<s>" if i == 0 else inputs[i - 1],
+            "output": "</s>" if token == EOS_ID else inputs[i],
+            "p": _round(math.exp(float(log_probs[i, token])), DECIMALS),
+            "top_k": [{"piece": "</s>" if j == EOS_ID else vocab.decode([j])[0], "p": _round(math.exp(v), DECIMALS)}
+                      for v, j in zip(best[i].tolist(), best_ids[i].tolist())],
+            "equation": probe.equation(i),
+        })
+    if attention is not None:
+        attention = attention.float().cpu().numpy()
+        attention = attention[:, :, 0] if attention.ndim == 5 else attention[0]
+    return steps, attention, probe.annotations()
+
+
+class _EquationProbe:
+    """Captures e_ij, c_i and h_j from an RNN attention model's :class:`Attention` during one forced pass."""
+
+    def __init__(self, model) -> None:
+        module = getattr(getattr(model, "decoder", None), "attention", None)
+        self.module = module if isinstance(module, Attention) else None
+        self.e: list[np.ndarray] = []
+        self.c: list[np.ndarray] = []
+        self.h: np.ndarray | None = None
+
+    def __enter__(self) -> "_EquationProbe":
+        if self.module is not None:
+            self.handle = self.module.register_forward_hook(self._hook, with_kwargs=True)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.module is not None:
+            self.handle.remove()
+
+    def _hook(self, module: Attention, args: tuple, kwargs: dict, output) -> None:
+        query, keys, values = args[0], args[1], args[2]
+        projected = args[4] if len(args) > 4 and args[4] is not None else kwargs.get("projected_keys")
+        if projected is None:
+            projected = module.project_keys(keys)
+        e = module.score(query, projected, kwargs.get("coverage")) if module.uses_coverage else \
+            module.score(query, projected)
+        self.e.append(e[0].float().cpu().numpy())
+        self.c.append(output[0][0].float().cpu().numpy())
+        if self.h is None:
+            self.h = values[0].float().cpu().numpy()
+
+    def equation(self, step: int) -> dict[str, Any] | None:
+        if step >= len(self.e):
+            return None
+        c = self.c[step]
+        return {"e": _rounded(self.e[step], SCORE_DECIMALS), "c_norm": _round(float(np.linalg.norm(c)), SCORE_DECIMALS),
+                "c_head": _rounded(c[:COMPONENTS], DECIMALS)}
+
+    def annotations(self) -> dict[str, Any] | None:
+        if self.h is None:
+            return None
+        return {"norm": _rounded(np.linalg.norm(self.h, axis=1), SCORE_DECIMALS),
+                "head": _rounded(self.h[:, :COMPONENTS], DECIMALS)}
+
+
+def _attention(weights: np.ndarray, piece_word: list[int]) -> dict[str, Any]:
+    """Pieces and words, the search's attention (``mean``) and, from [L, H, T, S] weights, every head's."""
+    layered = weights.ndim == 4
+    mean = weights[-1].mean(axis=0) if layered else weights
+    words = np.zeros((len(piece_word), max(piece_word, default=-1) + 1))
+    words[np.arange(len(piece_word)), piece_word] = 1.0  # sums the columns of each word's pieces
+    return {
+        "pieces": {"mean": _rounded(mean, DECIMALS), "layers": _rounded(weights, DECIMALS) if layered else None},
+        "words": {"mean": _rounded(mean @ words, DECIMALS),
+                  "layers": _rounded(weights @ words, DECIMALS) if layered else None},
+    }
+
+
+def _tree(recorder: BeamTree, hyp, beam: int, vocab) -> dict[str, Any]:
+    def piece(token: int) -> str:
+        return "<s>" if token == BOS_ID else "</s>" if token == EOS_ID else vocab.decode([token])[0]
+
+    nodes = []
+    for node in recorder.trees[0]:
+        entry = {"id": node.id, "step": node.step, "parent": node.parent, "piece": piece(node.token),
+                 "log_prob": _finite(node.log_prob, SCORE_DECIMALS), "status": node.status}
+        if node.status != "root":
+            entry.update(token_log_prob=_finite(node.token_log_prob, SCORE_DECIMALS), rank=node.rank,
+                         forced=node.forced)
+        if node.status == "finished":
+            entry["score"] = _finite(node.score, SCORE_DECIMALS)
+        nodes.append(entry)
+    return {"size": beam, "nodes": nodes, "best": recorder.path(0, hyp)}
+
+
+def _round(x: float, decimals: int) -> float:
+    return round(float(x), decimals)
+
+
+def _rounded(x: np.ndarray, decimals: int) -> list:
+    return np.round(np.asarray(x, dtype=np.float64), decimals).tolist()
+
+
+def _finite(x: float | None, decimals: int) -> float | None:
+    return None if x is None or not math.isfinite(x) else round(float(x), decimals)
