@@ -216,3 +216,21 @@ def test_the_hansards_configs_are_the_template_for_english_french(tmp_path):
         for a, b in (("en", "fr"), ("fr", "en")):
             expected = config_text(kind, a, b, "../../data/align_enfr", f"hansards_{kind}_{a}_{b}", reverse=a == "fr")
             assert (recipe / f"{kind}_{a}_{b}.yaml").read_text(encoding="utf-8") == expected, f"{kind}_{a}_{b}"
+
+
+def test_align_config_fills_in_the_yaml_template(tmp_path):
+    """The recipe's design is the YAML file: a value changed there is what align-config writes."""
+    import yaml
+
+    from attnmt.align.template import TEMPLATE, config_text, read_template
+
+    assert TEMPLATE.resolve() == (ROOT / "recipes" / "alignment_template" / "template.yaml").resolve()
+    template = read_template()
+    template["model"] = template["model"].replace("d_model: 256", "d_model: 128")
+    text = config_text("guided", "de", "en", "../data", "x", reverse=False, template=template)
+    config = yaml.safe_load(text)
+    assert config["model"]["d_model"] == 128 and config["train"]["guided_alignment"]["row"] == "shift"
+    assert config["data"]["transforms"][-1] == {"name": "links", "path": "../data/train.de-en.links"}
+    assert "German -> English" in text.splitlines()[0]
+    unguided = yaml.safe_load(config_text("unguided", "en", "de", "../data", "x", reverse=True))
+    assert "guided_alignment" not in unguided["train"] and unguided["data"]["tsv_src_column"] == 1

@@ -67,3 +67,26 @@ def test_the_readmes_say_how_to_reach_attnmt_before_using_it_bare():
                 active = active or line.startswith("source .venv/bin/activate")
                 if re.match(r"(echo .*\| *)?attnmt ", line):
                     assert active, f"{name}: `{line[:40]}` runs before any `source .venv/bin/activate`"
+
+
+WHEEL = """
+import sys
+import setuptools.build_meta as backend
+print(backend.build_wheel(sys.argv[1]))
+"""
+
+
+def test_the_wheel_ships_the_alignment_template_and_the_page(tmp_path):
+    """align-config's template (recipes/alignment_template/template.yaml, linked from attnmt/align/) and the
+    explorer's page are in the wheel as files, so an installed attnmt writes the same configs as a checkout."""
+    import zipfile
+
+    pytest.importorskip("setuptools", minversion="77", reason="pyproject.toml's SPDX license needs setuptools 77")
+    done = subprocess.run([sys.executable, "-c", WHEEL, str(tmp_path)], cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    with zipfile.ZipFile(tmp_path / done.stdout.strip().splitlines()[-1]) as wheel:
+        names = set(wheel.namelist())
+        template = wheel.read("attnmt/align/template.yaml").decode("utf-8")
+    assert template == (REPO / "recipes" / "alignment_template" / "template.yaml").read_text(encoding="utf-8")
+    assert "attnmt/serve/static/index.html" in names
