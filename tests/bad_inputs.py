@@ -1,8 +1,9 @@
 """Every bad input we try, run through the real command line, and what the user sees.
 
 This module produces the table in docs/bad_inputs.md: each case builds its files, calls
-`attnmt.cli.main` in-process and records the exit code and the exact stderr line. Nothing in the
-table is typed by hand.
+`attnmt.cli.main` in-process and records the exit code and the exact stderr line. A few cases call the
+Python API or the HTTP API instead (`Case.call`) and record the exception or the response. Nothing in
+the table is typed by hand.
 
     .venv/bin/python -m tests.bad_inputs        # trains a tiny model (~15 s), rewrites docs/bad_inputs.md
 
@@ -106,12 +107,15 @@ class Workspace:
 class Case:
     area: str
     what: str
-    argv: Callable[[Workspace], list[str]]
-    code: int = 2  # the exit code the contract asks for: 2 refused with one line, 0 handled
+    argv: Callable[[Workspace], list[str]] | None = None
+    code: int | str = 2  # the exit code the contract asks for: 2 refused with one line, 0 handled
     stdin: bytes | None = None
     summary: Callable[[Workspace, str], str] | None = None  # for handled input: what came out
     # a condition the run meets (a full disk, a folder in use), entered before `argv` is built
     around: Callable[[Workspace], contextlib.AbstractContextManager] | None = None
+    # instead of the command line: a call of the Python API or the HTTP API, which gives what it answers,
+    # (the error's kind or the HTTP status, the line the user sees)
+    call: Callable[[Workspace], tuple[int | str, str]] | None = None
 
 
 @dataclass
@@ -122,6 +126,8 @@ class Result:
     err: str
 
     def seen(self, ws: Workspace) -> str:
+        if self.case.call is not None:
+            return ws.placeholders(self.out)
         if self.code == 0 and self.case.summary is not None:
             return self.case.summary(ws, self.out)
         return ws.placeholders(self.err.strip())
@@ -385,6 +391,40 @@ def lol_bomb(levels: int, width: int) -> str:
     anchors = [f"&l0 [{', '.join(['lol'] * width)}]"]
     anchors += [f"&l{k} [{', '.join([f'*l{k - 1}'] * width)}]" for k in range(1, levels)]
     return "[" + ", ".join(anchors) + "]"
+
+
+def python_api(call: Callable[[object], object]) -> Callable[[Workspace], tuple[str, str]]:
+    """A case of the Python API: ``call`` on the translator of ``attnmt.load``; what a refusal says, as the last
+    line of its traceback."""
+    def run(ws: Workspace) -> tuple[str, str]:
+        import attnmt
+        from attnmt.errors import UserError
+
+        try:
+            call(attnmt.load(ws.model))
+        except UserError as e:
+            return "UserError", f"{type(e).__module__}.{type(e).__name__}: {e}"
+        return "returned", "(no error)"
+
+    return run
+
+
+def http_post(path: str, body: dict) -> Callable[[Workspace], tuple[int, str]]:
+    """A case of the HTTP API: ``body`` POSTed to ``path`` of the app serving the tiny model (attnmt serve's
+    default limits); the status and the response."""
+    def run(ws: Workspace) -> tuple[int, str]:
+        import warnings
+
+        with warnings.catch_warnings():  # newer Starlette warns, on import, that its TestClient will leave httpx
+            warnings.simplefilter("ignore")
+            from fastapi.testclient import TestClient
+        from attnmt.serve import create_app
+
+        with TestClient(create_app({"m": ws.model})) as client:
+            r = client.post(path, json=body)
+        return r.status_code, f"HTTP {r.status_code} {r.text}"
+
+    return run
 
 
 def started(ws: Workspace, out: str) -> str:
@@ -686,6 +726,19 @@ CASES: list[Case] = [
          lambda ws: ["plot-attention", "--model", str(ws.model), "  ", "--out", str(ws.root / "a.png")]),
     Case("plot-attention", "picture exists",
          lambda ws: ["plot-attention", "--model", str(ws.model), "a b", "--out", str(ws.file("b.png", b"png"))]),
+    Case("plot-attention", "a sentence of 60,000 words (about what one command-line argument holds)",
+         lambda ws: ["plot-attention", "--model", str(ws.model), "w " * 60_000, "--out", str(ws.root / "c.png")]),
+    # --- the input gate, outside the command line (attnmt/decode/inputs.py) ------------------------------
+    Case("Python API", '`attnmt.load(DIR).translate("w " * 100_000)`: one sentence of 100,000 words',
+         code="UserError", call=python_api(lambda t: t.translate("w " * 100_000))),
+    Case("Python API", "`translate(...)` of a sentence over 1 MiB", code="UserError",
+         call=python_api(lambda t: t.translate(["a b", "w" * ((1 << 20) + 1)]))),
+    Case("Python API", "`translate(..., prefix=...)` with a prefix of 600 words", code="UserError",
+         call=python_api(lambda t: t.translate("a b", prefix="w " * 600))),
+    Case("server", "`POST /translate` with 150,000 texts", code=422,
+         call=http_post("/translate", {"texts": ["a"] * 150_000})),
+    Case("server", "`POST /translate` with 150,000 texts of one space each (counted before any is validated)",
+         code=422, call=http_post("/translate", {"texts": [" "] * 150_000})),
     Case("guided alignment", "a link past the end of its sentence pair",
          lambda ws: ["train", str(guided_config(ws, "0-0 0-40\n")), "--model-dir", str(ws.folder())]),
     Case("guided alignment", "a link in Arabic-Indic digits (`١-0`)",
@@ -795,6 +848,9 @@ CASES: list[Case] = [
 def run_case(case: Case, ws: Workspace) -> Result:
     from attnmt.cli import main
 
+    if case.call is not None:
+        code, said = case.call(ws)
+        return Result(case, code, said, "")
     out, err = io.StringIO(), io.StringIO()
     stdin = sys.stdin
     if case.stdin is not None:
@@ -837,6 +893,12 @@ def render(ws: Workspace, results: list[Result]) -> str:
         "The contract: a refused input exits with code 2 and one line on stderr that names the file",
         "(and line) and says what to do; input that can be handled is handled (exit 0). Never a",
         "traceback, never a hang. A crafted checkpoint or config never runs code.",
+        "",
+        "Rows of the Python API and the HTTP API show the exception a call raises (its traceback's last",
+        "line) and the response a request gets. Every sentence comes in through one input gate",
+        "(`attnmt/decode/inputs.py`): at most 1 MiB and 512 tokens a sentence, and on the server",
+        "`--max-texts` sentences of `--max-text-chars` characters a request; each refused in one line",
+        "before the work that grows with it.",
         "",
         "Nothing the user had is lost. A regular output file is replaced atomically (a temporary file beside",
         "it, renamed over it) and only with `--overwrite`; a FIFO, a character device or `/dev/stdout` is",

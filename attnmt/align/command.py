@@ -202,14 +202,15 @@ def align_files(model_dir: str | Path | None, src_path: str | Path, tgt_path: st
 
 
 def _check_sentence_lengths(pairs: Sequence[tuple[str, str]], src_path, tgt_path) -> None:
-    """UserError for a sentence of more words than a model reads (its attention matrix grows with the square)."""
-    from attnmt.decode.translator import MAX_SOURCE_TOKENS
+    """The input gate's refusal (:func:`attnmt.decode.inputs.check_words`) of a sentence of more words than a model
+    reads (its attention matrix grows with the square), naming the file and line."""
+    from attnmt.decode.inputs import InputLimits, InputRefused, check_words
 
-    for number, pair in enumerate(pairs, start=1):
-        for path, text in zip((src_path, tgt_path), pair):
-            if (words := len(text.split())) > MAX_SOURCE_TOKENS:
-                raise UserError(f"{path}:{number} has {words:,} words, more than the {MAX_SOURCE_TOKENS} align reads "
-                                "in a sentence; split long lines into sentences")
+    for side, path in enumerate((src_path, tgt_path)):
+        try:
+            check_words([pair[side] for pair in pairs], InputLimits())
+        except InputRefused as e:
+            raise e.at(path) from None
 
 
 def _check_align_options(model_dir, threshold: float, method: str | None, reverse_model, symmetrization: str | None,

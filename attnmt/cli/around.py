@@ -39,13 +39,14 @@ def cmd_align(args) -> None:
 
 
 def cmd_serve(args) -> None:
-    from attnmt.serve import serve
+    from attnmt.serve import ServeConfig, serve
 
-    serve(args.model, host=args.host, port=args.port, max_batch_size=args.max_batch_size,
-          max_wait_ms=args.max_wait_ms, max_texts=args.max_texts, max_text_chars=args.max_text_chars,
-          max_beam=args.max_beam, max_queue_sentences=args.max_queue_sentences, max_queue_cost=args.max_queue_cost,
-          max_batch_cost=args.max_batch_cost, checkpoint=args.checkpoint, threads=args.threads,
-          log_level=args.log_level, int8=args.int8, inter_threads=args.inter_threads)
+    serve(ServeConfig.from_options(
+        args.model, host=args.host, port=args.port, max_batch_size=args.max_batch_size,
+        max_wait_ms=args.max_wait_ms, max_texts=args.max_texts, max_text_chars=args.max_text_chars,
+        max_beam=args.max_beam, max_queue_sentences=args.max_queue_sentences, max_queue_cost=args.max_queue_cost,
+        max_batch_cost=args.max_batch_cost, checkpoint=args.checkpoint, threads=args.threads,
+        log_level=args.log_level, int8=args.int8, inter_threads=args.inter_threads))
 
 
 def cmd_export(args) -> None:
@@ -113,7 +114,8 @@ def register(sub) -> None:
                    help="most sentences decoded together (default: 32; 1 = one request at a time)")
     p.add_argument("--max-wait-ms", type=float, default=10.0,
                    help="how long a request waits for others to batch with (default: 10)")
-    p.add_argument("--max-texts", type=int, default=32, help="most sentences per request (default: 32)")
+    p.add_argument("--max-texts", type=int, default=32, help="most sentences per request (default: 32; at most "
+                                                             "10000)")
     p.add_argument("--max-text-chars", type=int, default=1000, help="most characters per sentence (default: 1000)")
     p.add_argument("--max-beam", type=int, default=10, help="largest beam a request may ask for (default: 10)")
     p.add_argument("--max-queue-sentences", type=int, default=256,

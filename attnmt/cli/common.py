@@ -169,12 +169,19 @@ def add_decode_args(p) -> None:
 
 
 def load_translator(args):
-    """The one model, or the ensemble of the models, that --model names (translate, evaluate)."""
+    """The one model, or the ensemble of the models, that --model names (translate, evaluate). --threads is the
+    command's: CTranslate2's threads per batch for an exported model, else torch's for the whole run, set here."""
     from attnmt.decode.translator import load
+    from attnmt.export import is_exported
+    from attnmt.runtime.threads import use_threads
 
     if len(args.model) == 1 and args.ensemble_weights is None:
-        return load(args.model[0], checkpoint=args.checkpoint, int8=args.int8, threads=args.threads,
-                    inter_threads=args.inter_threads)
+        exported = is_exported(args.model[0])
+        translator = load(args.model[0], checkpoint=args.checkpoint, int8=args.int8,
+                          threads=args.threads if exported else None, inter_threads=args.inter_threads)
+        if not exported:
+            use_threads(args.threads)
+        return translator
     if args.inter_threads != 1 or args.threads is not None:
         raise UserError("--threads and --inter-threads set an exported model's threads; an ensemble decodes with "
                         "--workers")

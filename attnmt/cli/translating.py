@@ -21,7 +21,8 @@ from attnmt.runtime.safe_write import open_output, write_text
 
 
 def cmd_translate(args) -> None:
-    from attnmt.decode.translator import MAX_SOURCE_TOKENS, load
+    from attnmt.decode.inputs import MAX_SOURCE_TOKENS
+    from attnmt.decode.translator import load
 
     if args.output:
         refuse_overwrite(Path(args.output), args.overwrite)
@@ -59,15 +60,14 @@ def _translate_batched(args, translator, reverse) -> None:
 
 def _translate_lines(args, translator, reverse, sentences: list[str], first: int) -> list:
     """translate's translations (and links, with --alignments) of ``sentences``, line ``first`` + 1 onwards."""
-    from attnmt.decode.translator import SentenceTooLong
+    from attnmt.decode.inputs import InputRefused
 
     try:
         translations = translator.translate(sentences, beam=args.beam, n_best=args.n_best,
                                             workers=workers(args, translator), stopping=args.stopping,
                                             **decoding(args))
-    except SentenceTooLong as e:
-        where = args.input if args.input and args.input != "-" else "<stdin>"
-        raise SentenceTooLong(e.index + first, e.tokens, e.limit).at(where) from None
+    except InputRefused as e:
+        raise e.at(args.input if args.input and args.input != "-" else "<stdin>", first) from None
     if args.alignments:
         from attnmt.align import align_translations
 
@@ -124,7 +124,7 @@ def _translate_live(args, translator, reverse) -> None:
 
 def cmd_evaluate(args) -> None:
     from attnmt.decode.evaluate import evaluate_translator
-    from attnmt.decode.translator import MAX_SOURCE_TOKENS, SentenceTooLong
+    from attnmt.decode.inputs import MAX_SOURCE_TOKENS, InputRefused
 
     for path in (args.json, args.output):  # before the work, not after it
         if path:
@@ -145,7 +145,7 @@ def cmd_evaluate(args) -> None:
                                      stopping=args.stopping, length_unit=args.length_unit,
                                      length_edges=args.length_edges, bootstrap=args.bootstrap,
                                      output=args.output, n_best=args.n_best, **decoding(args))
-    except SentenceTooLong as e:
+    except InputRefused as e:
         raise e.at(args.src) from None
     print(report.render())
     if args.json:
@@ -153,15 +153,20 @@ def cmd_evaluate(args) -> None:
 
 
 def cmd_plot_attention(args) -> None:
+    from attnmt.decode.inputs import MAX_SOURCE_TOKENS, InputRefused
     from attnmt.decode.translator import load
     from attnmt.viz.heatmap import merge_pieces, plot_attention
 
     out = Path(args.out)
     refuse_overwrite(out, args.overwrite)
     translator = load(args.model, checkpoint=args.checkpoint, int8=args.int8)
+    translator.max_src_tokens = MAX_SOURCE_TOKENS  # an exported model's too: a refusal, not an hour-long decode
     if not args.sentence.strip():
         raise UserError("plot-attention: the sentence is empty; pass the sentence to translate in quotes")
-    tr = translator.translate([args.sentence], beam=args.beam)[0]
+    try:
+        tr = translator.translate([args.sentence], beam=args.beam)[0]
+    except InputRefused as e:
+        raise e.named("plot-attention: the sentence") from None
     if tr.attention is None:
         raise UserError(f"plot-attention: {args.model} is a {translator.model_type} model, which has no attention; "
                         "use an rnnsearch or transformer model")

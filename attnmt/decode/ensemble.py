@@ -91,7 +91,7 @@ def load_ensemble(model_dirs: Sequence[str | Path], checkpoint: str | None = Non
     check_vocabularies(translators, [str(d) for d in model_dirs])
     first = translators[0]
     ensemble = Ensemble([t.model for t in translators], weights).eval()
-    translator = Translator(ensemble, first.src, first.tgt, first.config)
+    translator = Translator(ensemble, first.src, first.tgt, first.config, limits=first.limits)
     translator.model_dir = first.model_dir
     translator.members = translators  # word alignments read each member's attention (attnmt.align.align_translations)
     return translator

@@ -28,10 +28,12 @@ from attnmt.data.batching import collate
 from attnmt.decode.beam_tree import BeamTree
 from attnmt.decode.constraints import check_prefix
 from attnmt.decode.forced import eval_mode, force
+from attnmt.decode.inputs import InputRefused, SentenceTooLong, gated_tokens
 from attnmt.decode.search import beam_search
-from attnmt.decode.translation import check_lengths, check_options
+from attnmt.decode.translation import check_options
 from attnmt.errors import UserError
 from attnmt.models.attention import Attention
+from attnmt.runtime.threads import threads_for
 
 __all__ = ["FORMAT", "MAX_TOP_K", "explore", "model_info", "prefix_ids", "what_if", "words_of"]
 
@@ -47,12 +49,20 @@ _UNSPACED = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
 def prefix_ids(translator, prefix: str | None = None, prefix_tokens: Sequence[str] | None = None) -> list[int]:
     """The target ids of a forced prefix given as text (tokenized by the model) or as pieces (each one of the
-    model's target vocabulary); [] for none. A UserError for both, or for a piece the model does not know."""
+    model's target vocabulary); [] for none. A UserError for both, for a piece the model does not know, or for a
+    prefix over the translator's limits (the input gate, :mod:`attnmt.decode.inputs`)."""
     if prefix is not None and prefix_tokens is not None:
         raise UserError("give the forced prefix once: as text (prefix) or as pieces (prefix_tokens), not both")
     vocab = translator.tgt.vocab
+    limits = translator.limits.replace(sentences=None, request_tokens=None)
     if prefix_tokens is None:
-        return vocab.encode(translator.tgt.tokens(prefix)) if prefix else []
+        try:
+            return vocab.encode(gated_tokens([prefix], translator.tgt.tokens, limits)[0]) if prefix else []
+        except InputRefused as e:
+            raise e.named("the prefix") from None
+    most = limits.sentence_tokens
+    if most is not None and len(prefix_tokens) > most:
+        raise SentenceTooLong(0, len(prefix_tokens), most, "the prefix")
     specials = {vocab.decode([i])[0] for i in (PAD_ID, BOS_ID, EOS_ID)}
     for i, piece in enumerate(prefix_tokens):
         if piece in specials or piece not in vocab:
@@ -79,16 +89,15 @@ def explore(translator, sentence: str, beam: int | None = None, prefix: str | No
     d = translator.config.decode
     check_options(beam=beam)  # as translate() checks it
     beam = d.beam if beam is None else beam
-    src_pieces = translator.src.tokens(sentence)
+    src_pieces = gated_tokens([sentence], translator.src.tokens, translator.limits)[0]
     if not src_pieces:
         raise UserError("the sentence is empty; give a sentence to translate")
-    check_lengths([len(src_pieces)], translator.max_src_tokens)
     forced = prefix_ids(translator, prefix, prefix_tokens)
     check_prefix(forced, d.no_repeat_ngram)
     src_ids = translator.src.vocab.encode(src_pieces)
     recorder = BeamTree() if tree else None
     model = translator.model
-    with eval_mode(model), torch.inference_mode():
+    with eval_mode(model), torch.inference_mode(), threads_for(translator.threads):
         batch = collate([(src_ids, None)], [0]).to(translator.device)
         found = beam_search(model, batch.src, batch.src_len, beam_size=beam, length_penalty=d.length_penalty,
                             max_len_a=d.max_len_a, max_len_b=d.max_len_b, max_len_cap=d.max_len_cap,

@@ -1,11 +1,11 @@
 """What every translator shares (the model folder's, :class:`attnmt.decode.translator.Translator`, and an exported
-model's, :class:`attnmt.export.ct2_translator.CT2Translator`): the Translation it returns, the refusal of a sentence
-too long, the checks of the decoding settings and of a forced prefix, and the batches of similar length."""
+model's, :class:`attnmt.export.ct2_translator.CT2Translator`): the Translation it returns, the checks of the decoding
+settings and of a forced prefix, and the batches of similar length. What a translator is given to translate comes
+in through :mod:`attnmt.decode.inputs`, the input gate."""
 
 from __future__ import annotations
 
 import numbers
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,18 +29,6 @@ DECODING_RANGES: dict[str, Range] = {
 REAL_OPTIONS = ("length_penalty", "coverage_penalty")  # the others are integers
 
 
-class SentenceTooLong(UserError):
-    """A source sentence with more tokens than a translator accepts; `at(path)` names the file and line."""
-
-    def __init__(self, index: int, tokens: int, limit: int, where: str | None = None):
-        self.index, self.tokens, self.limit = index, tokens, limit
-        super().__init__(f"{where or f'sentence {index + 1}'} has {tokens:,} tokens, more than the {limit:,} this "
-                         "translator accepts; split long lines into sentences")
-
-    def at(self, path: str | Path) -> "SentenceTooLong":
-        return SentenceTooLong(self.index, self.tokens, self.limit, f"{path}:{self.index + 1}")
-
-
 @dataclass
 class Translation:
     """One source sentence's best translation, with what the model looked at."""
@@ -54,21 +42,6 @@ class Translation:
     n_best: list["Translation"] = field(default_factory=list)  # all hypotheses, best first (incl. this one)
     # Word links (0-based source word, output word) when asked for (attnmt.align.align_translations)
     alignment: set[tuple[int, int]] | None = None
-
-
-def sentence_list(sentences) -> list[str]:
-    """``sentences`` as a list of str: one str becomes a list of one; anything else is a TypeError that says
-    what to pass (a str is a sequence of characters: without this, each character would be translated)."""
-    if isinstance(sentences, str):
-        return [sentences]
-    if not isinstance(sentences, (list, tuple)):
-        raise TypeError(f"translate() takes a sentence (str) or a list of sentences, not {type(sentences).__name__}"
-                        + ("; decode the bytes first" if isinstance(sentences, (bytes, bytearray)) else
-                           "; pass list(...) of it" if hasattr(sentences, "__iter__") else ""))
-    for i, sentence in enumerate(sentences):
-        if not isinstance(sentence, str):
-            raise TypeError(f"translate(): sentence {i} is of type {type(sentence).__name__}, not str")
-    return list(sentences)
 
 
 def check_options(**options) -> None:
@@ -86,15 +59,6 @@ def check_options(**options) -> None:
             allowed.check(name, float(value) if real else int(value))
         except UserError as e:
             raise UserError(str(e).removeprefix("config: ")) from None
-
-
-def check_lengths(lengths: Sequence[int], limit: int | None) -> None:
-    """SentenceTooLong for the first sentence of more than ``limit`` tokens (None: no limit)."""
-    if limit is None:
-        return
-    for i, n in enumerate(lengths):
-        if n > limit:
-            raise SentenceTooLong(i, n, limit)
 
 
 def prefix_texts(prefix, single: bool, n: int) -> list[str | None] | None:

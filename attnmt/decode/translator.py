@@ -12,42 +12,62 @@ from attnmt.config.schema import Config
 from attnmt.data.batching import collate
 from attnmt.data.dataset import TextProcessor, load_processors
 from attnmt.decode.forced import eval_mode
+from attnmt.decode.inputs import (  # MAX_SOURCE_TOKENS, SentenceTooLong re-exported: attnmt.cli, tests
+    MAX_SOURCE_TOKENS,  # noqa: F401
+    InputLimits,
+    InputRefused,
+    SentenceTooLong,  # noqa: F401
+    gated_tokens,
+    sentence_list,
+)
 from attnmt.decode.parallel import map_in_processes
 from attnmt.decode.search import beam_search, greedy_search
 from attnmt.decode.translation import (
-    SentenceTooLong,  # noqa: F401 (re-exported: attnmt.cli, tests)
     Translation,
     check_decoding,
-    check_lengths,
     check_options,
     decoding_batches,
     model_config,
     prefix_texts,
-    sentence_list,
 )
 from attnmt.errors import UserError
 from attnmt.folder.checkpoint import checkpoint_path, load_folder_checkpoint, load_weights
 from attnmt.models import build_model
+from attnmt.runtime.threads import threads_for
 
 if typing.TYPE_CHECKING:
     from attnmt.decode.sampling import Sampling
 
 
-MAX_SOURCE_TOKENS = 512  # the CLI's limit: beam search time grows with the cube of the sentence length
-
-
 class Translator:
-    """Batched translation with greedy or beam search."""
+    """Batched translation with greedy or beam search.
 
-    def __init__(self, model: nn.Module, src: TextProcessor, tgt: TextProcessor, config: Config):
+    ``limits``: what translate() and explore() accept (:class:`attnmt.decode.inputs.InputLimits`), refused in one
+    line by the input gate: :func:`load` gives 512 tokens and 1 MiB a sentence; by default here (a model in
+    training), 1 MiB and no token limit. ``threads``: torch's threads while it decodes, set for each call and
+    restored after it (None: the caller's)."""
+
+    def __init__(self, model: nn.Module, src: TextProcessor, tgt: TextProcessor, config: Config,
+                 limits: InputLimits | None = None, threads: int | None = None):
         self.model = model
         self.src = src
         self.tgt = tgt
         self.config = config
         self.device = next(model.parameters()).device
-        self.max_src_tokens: int | None = None  # if set, translate() refuses longer sentences (SentenceTooLong)
+        self.limits = InputLimits(sentence_tokens=None) if limits is None else limits
+        self.threads = threads
         self.model_dir: Path | None = None  # the folder it was loaded from (load() sets it)
         self.members: list[Translator] | None = None  # an ensemble's own translators (load_ensemble sets them)
+
+    @property
+    def max_src_tokens(self) -> int | None:
+        """The most tokens of a source sentence (``limits.sentence_tokens``): translate() refuses a longer one
+        with SentenceTooLong; None: no limit but the sentence's bytes."""
+        return self.limits.sentence_tokens
+
+    @max_src_tokens.setter
+    def max_src_tokens(self, tokens: int | None) -> None:
+        self.limits = self.limits.replace(sentence_tokens=tokens)
 
     @property
     def model_type(self) -> str:
@@ -90,7 +110,8 @@ class Translator:
         applies to beam search. ``prefix``: the start the translation must have (text in the target language; a
         str for one sentence, a list with a str or None per sentence for a list); the rest is the best
         continuation found (:mod:`attnmt.decode.constraints`). :meth:`explore` shows a sentence's decoding step by
-        step. A number out of its option's range, or not finite, is a UserError, as on the command line.
+        step. A number out of its option's range, or not finite, is a UserError, as on the command line; so is a
+        sentence over :attr:`limits` (:mod:`attnmt.decode.inputs`), before any decoding.
         """
         single, sentences = isinstance(sentences, str), sentence_list(sentences)
         check_options(beam=beam, n_best=n_best, length_penalty=length_penalty, coverage_penalty=coverage_penalty,
@@ -103,11 +124,10 @@ class Translator:
         length_penalty = d.length_penalty if length_penalty is None else length_penalty
         stopping = d.stopping if stopping is None else stopping
         check_decoding(beam, n_best, workers, stopping)  # before any worker starts
-        src_tokens = [self.src.tokens(s) for s in sentences]
+        src_tokens = gated_tokens(sentences, self.src.tokens, self.limits)
         # An empty line still gets a translation (of nothing): keep line counts equal.
         src_ids = [self.src.vocab.encode(toks) for toks in src_tokens]
         forced = self._prefixes(prefix, single, len(sentences), extra["no_repeat_ngram"])
-        check_lengths([len(ids) for ids in src_ids], self.max_src_tokens)
         results: list[Translation | None] = [
             None if ids else Translation(sentence, "", [], [], None, 0.0) for sentence, ids in zip(sentences, src_ids)]
         batches = decoding_batches(src_ids, batch_tokens, d.batch_size if batch_size is None else batch_size)
@@ -121,7 +141,7 @@ class Translator:
                                 prefix=[forced[i] for i in indices] if forced else None, **search)
             return [self._best(sentences[i], src_tokens[i], sentence_hyps) for i, sentence_hyps in zip(indices, hyps)]
 
-        with eval_mode(self.model):
+        with eval_mode(self.model), threads_for(self.threads):
             if self.device.type != "cpu":
                 workers = 1  # a GPU is one device: more processes would only queue on it
             for indices, translations in zip(batches, map_in_processes(decode, len(batches), workers)):
@@ -152,7 +172,12 @@ class Translator:
         texts = prefix_texts(prefix, single, n)
         if texts is None:
             return None
-        ids = [self.tgt.ids(t) if t else [] for t in texts]
+        try:
+            pieces = gated_tokens([t or "" for t in texts], self.tgt.tokens,
+                                  self.limits.replace(sentences=None, request_tokens=None))
+        except InputRefused as e:
+            raise e.named("the prefix" if single else f"the prefix of sentence {e.index + 1}") from None
+        ids = [self.tgt.vocab.encode(p) for p in pieces]
         for tokens in ids:
             check_prefix(tokens, no_repeat_ngram)
         return ids
@@ -220,7 +245,9 @@ def load(model_dir: str | Path, checkpoint: str | None = None, device: str = "cp
     A folder written by ``attnmt export --format ctranslate2`` gives a
     :class:`attnmt.export.ct2_translator.CT2Translator`
     (the same interface), decoding in ``threads`` threads per batch (default CTranslate2's) and ``inter_threads``
-    batches at a time; for a model folder, ``threads`` sets torch's threads.
+    batches at a time; for a model folder, ``threads`` is torch's thread count while it decodes (set for each call
+    and restored after it: loading changes no global state; a command sets its own with
+    :func:`attnmt.runtime.threads.use_threads`).
     """
     if int8 and device != "cpu":
         raise UserError(f"int8 decoding runs on a CPU only, not on {device}; drop --int8 or use the CPU")
@@ -235,10 +262,8 @@ def load(model_dir: str | Path, checkpoint: str | None = None, device: str = "cp
     if inter_threads != 1:
         raise UserError(f"--inter-threads {inter_threads} belongs to an exported (CTranslate2) model; for {model_dir} "
                         "use --workers")
-    if threads is not None:
-        if threads < 1:
-            raise UserError(f"--threads {threads} is out of range; allowed: 1 or more")
-        torch.set_num_threads(threads)
+    if threads is not None and threads < 1:
+        raise UserError(f"--threads {threads} is out of range; allowed: 1 or more")
     config = model_config(model_dir)
     path = checkpoint_path(model_dir, checkpoint)
     payload = load_folder_checkpoint(model_dir, path, config.model.type)  # the tokenizers checked before they load
@@ -250,6 +275,6 @@ def load(model_dir: str | Path, checkpoint: str | None = None, device: str = "cp
         from attnmt.models.int8 import quantize_int8
 
         model = quantize_int8(model)
-    translator = Translator(model, src, tgt, config)
+    translator = Translator(model, src, tgt, config, limits=InputLimits(), threads=threads)
     translator.model_dir = model_dir
     return translator

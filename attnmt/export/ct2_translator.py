@@ -27,16 +27,15 @@ import numpy as np
 
 from attnmt.config.special import EOS
 from attnmt.data.dataset import load_processors
+from attnmt.decode.inputs import InputLimits, InputRefused, gated_tokens, sentence_list
 from attnmt.decode.search import length_penalty_factor, max_output_lengths
 from attnmt.decode.translation import (
     Translation,
     check_decoding,
-    check_lengths,
     check_options,
     decoding_batches,
     model_config,
     prefix_texts,
-    sentence_list,
 )
 from attnmt.errors import UserError
 from attnmt.export import EXPORT_FILE, require_ctranslate2
@@ -67,12 +66,23 @@ class CT2Translator:
         self._engine_options = dict(device="cpu", compute_type=compute_type, intra_threads=intra_threads,
                                     inter_threads=inter_threads)
         self.engine = ctranslate2.Translator(str(self.model_dir), **self._engine_options)
-        self.device, self.max_src_tokens = "cpu", None
+        self.device = "cpu"
+        # what translate() accepts (attnmt.decode.inputs); a sentence's tokens are bounded by the position table
+        self.limits = InputLimits(sentence_tokens=None)
         self.return_attention = True  # the benchmark turns it off to time the search alone
 
     @property
     def model_type(self) -> str:
         return self.config.model.type
+
+    @property
+    def max_src_tokens(self) -> int | None:
+        """The most tokens of a source sentence besides the position table's rows (``limits.sentence_tokens``)."""
+        return self.limits.sentence_tokens
+
+    @max_src_tokens.setter
+    def max_src_tokens(self, tokens: int | None) -> None:
+        self.limits = self.limits.replace(sentence_tokens=tokens)
 
     def parameter_count(self) -> int:
         return int(self.export.get("parameters", 0))
@@ -115,14 +125,12 @@ class CT2Translator:
                                 d.min_len if min_len is None else min_len,
                                 d.no_repeat_ngram if no_repeat_ngram is None else no_repeat_ngram, sampling)
         cap = d.max_len_cap if max_len is None else max_len
-        src_tokens = [self.src.tokens(s) for s in sentences]
-        # through attnmt's vocabulary: an unknown word, or text spelled like a special token, becomes <unk>
-        known = [self.src.vocab.decode(self.src.vocab.encode(t)) for t in src_tokens]
         positions = self.export["max_positions"]  # the rows of the exported position table
         most = positions if self.max_src_tokens is None else min(self.max_src_tokens, positions)
-        check_lengths([len(toks) for toks in known], most)
-        texts = prefix_texts(prefix, single, len(sentences))
-        prefixes = None if texts is None else [self.tgt.vocab.decode(self.tgt.ids(t)) if t else None for t in texts]
+        src_tokens = gated_tokens(sentences, self.src.tokens, self.limits, limit=most)
+        # through attnmt's vocabulary: an unknown word, or text spelled like a special token, becomes <unk>
+        known = [self.src.vocab.decode(self.src.vocab.encode(t)) for t in src_tokens]
+        prefixes = self._prefixes(prefix, single, len(sentences), most)
         results = [None if toks else Translation(s, "", [], [], None, 0.0) for s, toks in zip(sentences, known)]
         engine = self.engine if sampling is None else self._seeded(sampling.seed)
         caps = [min(m, positions - 1) for m in max_output_lengths([len(t) for t in known], d.max_len_a, d.max_len_b,
@@ -143,6 +151,18 @@ class CT2Translator:
                 results[i] = self._best(sentences[i], src_tokens[i], settled[k], alpha, n_best,
                                         None if first is None else first[k])
         return results[0] if single else results
+
+    def _prefixes(self, prefix, single: bool, n: int, most: int) -> list[list[str] | None] | None:
+        """Each sentence's forced prefix as target pieces known to the vocabulary (None: no sentence has one)."""
+        texts = prefix_texts(prefix, single, n)
+        if texts is None:
+            return None
+        try:
+            pieces = gated_tokens([t or "" for t in texts], self.tgt.tokens,
+                                  self.limits.replace(sentences=None, request_tokens=None), limit=most)
+        except InputRefused as e:
+            raise e.named("the prefix" if single else f"the prefix of sentence {e.index + 1}") from None
+        return [self.tgt.vocab.decode(self.tgt.vocab.encode(p)) if t else None for t, p in zip(texts, pieces)]
 
     def _options(self, beam, n_best, alpha, min_len, no_repeat_ngram, sampling) -> dict:
         if alpha < 0:

@@ -1,8 +1,14 @@
 """The FastAPI application: POST /translate, POST /explore, GET /health, GET /models, and the page at /.
 
-:func:`create_app` builds an app around already loaded translators (or model folders); the CLI's
-``attnmt serve`` calls :func:`serve`, which loads the folders and runs uvicorn. Requests never name
-files: ``model`` is looked up among the names given at startup, nothing else.
+The routes are one :data:`router` (an APIRouter); each reaches what its app serves (the models, the limits, the
+batcher) through the dependency :func:`served`. :func:`create_app` builds an app around already loaded translators
+(or model folders) and a :class:`~attnmt.serve.config.ServeConfig`; the CLI's ``attnmt serve`` calls :func:`serve`,
+which loads the folders and runs uvicorn. Requests never name files: ``model`` is looked up among the names given
+at startup, nothing else.
+
+The event loop only routes. A request's CPU work runs in worker threads: its checks and its sentences' tokenizing
+through the input gate (attnmt.decode.inputs) in the thread pool, its decoding in the batcher's thread, its
+response rendered to JSON in the thread pool; so /health answers while a large request is read, decoded or sent.
 """
 
 from __future__ import annotations
@@ -14,21 +20,27 @@ import logging
 import socket
 import time
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import AsyncIterator, Mapping
+from typing import Annotated, AsyncIterator, Mapping
 
-from fastapi import FastAPI
-from fastapi.responses import FileResponse
+from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel
+from starlette.concurrency import run_in_threadpool
 
 from attnmt import __version__
 from attnmt.align import model_method
 from attnmt.config.special import SPECIALS
+from attnmt.decode.inputs import InputRefused, check_sentences, check_text, gated_tokens
 from attnmt.decode.sampling import Sampling
 from attnmt.decode.translator import Translator
 from attnmt.errors import UserError
+from attnmt.runtime.threads import use_threads
 from attnmt.serve.admission import AdmissionMiddleware
 from attnmt.serve.batching import DynamicBatcher, QueueFull
+from attnmt.serve.config import MAX_BATCH_COST, ServeConfig  # noqa: F401 (MAX_BATCH_COST: the app's default)
 from attnmt.serve.engine import (
     BatchKey,
     ExploreItem,
@@ -52,7 +64,7 @@ from attnmt.serve.schema import (
     TranslateResponse,
 )
 
-__all__ = ["create_app", "serve"]
+__all__ = ["Served", "create_app", "router", "serve", "served"]
 
 STATIC_DIR = Path(__file__).parent / "static"
 ERROR_RESPONSES = {
@@ -63,103 +75,137 @@ ERROR_RESPONSES = {
     500: {"model": ErrorResponse, "description": "a server bug"},
     503: {"model": ErrorResponse, "description": "the queue is full; retry after the seconds in Retry-After"},
 }
-MAX_BATCH_COST = 10_000  # about 32 sentences of 60 tokens at beam 5 (cost: see Limits)
 SAMPLING_FIELDS = ("top_k", "top_p", "temperature", "seed")  # meaningful only with "sample": true
 _SAMPLING_JOBS = itertools.count(1)
 
 
-def create_app(models: Mapping[str, Translator | str | Path], *, max_batch_size: int = 32,
-               max_wait_ms: float = 10.0, limits: Limits | None = None,
-               max_batch_cost: float = MAX_BATCH_COST) -> FastAPI:
-    """The app serving ``models`` (name -> Translator, or name -> model folder to load).
+@dataclass(frozen=True)
+class Served:
+    """What an app serves: its models by name (the first is the default), its limits and its batcher."""
 
-    max_batch_size: the most sentences decoded together (1 = one sentence at a time, no batching);
-    max_wait_ms: how long the first request of a batch waits for others to join it; max_batch_cost: the
-    most cost (see :class:`Limits`) in one batch: a larger request is split, and decoded in turns with
-    the others (attnmt.serve.batching). ``limits`` also bounds the queue.
-    """
+    models: dict[str, ServedModel]
+    limits: Limits
+    batcher: DynamicBatcher
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def default(self) -> str:
+        return next(iter(self.models))
+
+
+def served(request: Request) -> Served:
+    """The dependency through which every route reaches its app's models, limits and batcher."""
+    return request.app.state.served
+
+
+App = Annotated[Served, Depends(served)]
+router = APIRouter()
+
+
+def create_app(models: Mapping[str, Translator | str | Path], config: ServeConfig | None = None,
+               **settings) -> FastAPI:
+    """The app serving ``models`` (name -> Translator, or name -> model folder to load) as ``config`` says:
+    its batching (max_batch_size, max_wait_ms, max_batch_cost) and its ``limits``, which also bound the queue.
+    Without a config, ``settings`` are those of its fields (``create_app(models, max_batch_size=8)``)."""
     if not models:
         raise ValueError("create_app needs at least one model")
-    limits = limits or Limits()
-    served: dict[str, ServedModel] = {}
+    config = config if config is not None else ServeConfig(**settings)
+    limits = config.limits
+    loaded: dict[str, ServedModel] = {}
     for name, model in models.items():
         translator = _load(model) if isinstance(model, (str, Path)) else model  # or an exported model's
-        served[name] = served_model(name, translator, limits.max_beam)
-    default_model = next(iter(served))
-    batcher = DynamicBatcher(lambda key, items: decode_batch(served, key, items), max_batch_size=max_batch_size,
-                             max_wait_s=max_wait_ms / 1000, max_batch_cost=max_batch_cost,
+        loaded[name] = served_model(name, translator, limits.max_beam)
+    batcher = DynamicBatcher(lambda key, items: decode_batch(loaded, key, items), max_batch_size=config.max_batch_size,
+                             max_wait_s=config.max_wait_ms / 1000, max_batch_cost=config.max_batch_cost,
                              max_queue_items=limits.max_queue_sentences, max_queue_cost=limits.max_queue_cost)
-    started = time.monotonic()
-
-    @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        batcher.start()
-        try:
-            yield
-        finally:
-            await batcher.stop()
-
     # No /docs or /redoc: FastAPI's pages load their scripts from a CDN, and everything served here
     # must work offline. The schema itself is at /openapi.json.
-    app = FastAPI(title="attnmt", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
+    app = FastAPI(title="attnmt", version=__version__, lifespan=_lifespan, docs_url=None, redoc_url=None,
                   description="Neural machine translation with attention: translations, n-best lists and "
                               "attention matrices. Every error is {\"error\": {\"field\", \"message\"}}.")
-    app.state.batcher = batcher
-    app.state.limits = limits
+    app.state.served = Served(loaded, limits, batcher)
+    app.state.batcher, app.state.limits = batcher, limits
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=limits.max_body_bytes)
     # Outermost (added last): a flood is shed before any body is read (attnmt.serve.admission).
     app.add_middleware(AdmissionMiddleware, max_requests=limits.max_queue_sentences,
                        retry_after_s=batcher.retry_after_s)
-
-    _add_routes(app, served, default_model, limits, batcher, started)
+    app.include_router(router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     return app
 
 
-def _add_routes(app: FastAPI, served: dict[str, ServedModel], default_model: str, limits: Limits,
-                batcher: DynamicBatcher, started: float) -> None:
-    """GET /health, GET /models, POST /translate, POST /explore and the page at /."""
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    batcher = app.state.served.batcher
+    batcher.start()
+    try:
+        yield
+    finally:
+        await batcher.stop()
 
-    @app.get("/health", response_model=HealthResponse, tags=["service"])
-    async def health() -> HealthResponse:
-        """Liveness: answers while a batch decodes, since decoding runs in a worker thread."""
-        return HealthResponse(status="ok", models=list(served), uptime_s=round(time.monotonic() - started, 3),
-                              queued_sentences=batcher.queued_items, queued_cost=round(batcher.queued_cost, 1))
 
-    @app.get("/models", response_model=ModelsResponse, tags=["service"])
-    async def list_models() -> ModelsResponse:
-        """The served models (the first is the default) and the request limits."""
-        return ModelsResponse(models=[m.info for m in served.values()], limits=limits)
+@router.get("/health", response_model=HealthResponse, tags=["service"])
+async def health(app: App) -> HealthResponse:
+    """Liveness: answers while a batch decodes, since decoding runs in a worker thread."""
+    return HealthResponse(status="ok", models=list(app.models), uptime_s=round(time.monotonic() - app.started, 3),
+                          queued_sentences=app.batcher.queued_items, queued_cost=round(app.batcher.queued_cost, 1))
 
-    @app.post("/translate", response_model=TranslateResponse, responses=ERROR_RESPONSES, tags=["translate"])
-    async def translate(request: TranslateRequest) -> TranslateResponse:
-        """Translate one sentence (`text`) or several (`texts`), batched with concurrent requests.
 
-        A full queue is a 503 with Retry-After (seconds): the request was not queued; send it again later."""
-        t0 = time.perf_counter()
-        model, texts, key = _resolve(request, served, default_model, limits)
-        method = request.alignment_method or model_method(model.translator.config)
-        items = [Item(text, request.attention, request.attention_heads, method if request.alignment else None)
-                 for text in texts]
-        costs = _costs(request, model, texts, key, limits)
-        translations, timing = await _submit(batcher, key, items, costs, t0)
-        return TranslateResponse(model=model.name, translations=translations, timing=timing)
+@router.get("/models", response_model=ModelsResponse, tags=["service"])
+async def list_models(app: App) -> ModelsResponse:
+    """The served models (the first is the default) and the request limits."""
+    return ModelsResponse(models=[m.info for m in app.models.values()], limits=app.limits)
 
-    @app.post("/explore", response_model=ExploreResponse, responses=ERROR_RESPONSES, tags=["translate"])
-    async def explore(request: ExploreRequest) -> ExploreResponse:
-        """One sentence's decoding step by step, as the page's explorer shows it: per decoder step the top-k
-        next pieces and the attention (every layer and head of a Transformer; e_ij and c_i of an RNN attention
-        model), and the beam search tree. `prefix` or `prefix_tokens` force the start of the translation ("what
-        if"). Decoded on its own, through the same bounded queue as /translate (503 with Retry-After when full)."""
-        t0 = time.perf_counter()
-        model, key, item, cost = _explore_job(request, served, default_model, limits)
-        records, timing = await _submit(batcher, key, [item], [cost], t0)
-        return ExploreResponse(model=model.name, record=records[0], timing=timing)
 
-    @app.get("/", include_in_schema=False)
-    async def index() -> FileResponse:
-        return FileResponse(STATIC_DIR / "index.html", media_type="text/html; charset=utf-8")
+@router.post("/translate", response_model=TranslateResponse, responses=ERROR_RESPONSES, tags=["translate"])
+async def translate(request: TranslateRequest, app: App) -> JSONResponse:
+    """Translate one sentence (`text`) or several (`texts`), batched with concurrent requests.
+
+    A full queue is a 503 with Retry-After (seconds): the request was not queued; send it again later."""
+    t0 = time.perf_counter()
+    model, key, items, costs = await run_in_threadpool(_translate_job, request, app)
+    translations, timing = await _submit(app.batcher, key, items, costs, t0)
+    return await _rendered(TranslateResponse(model=model.name, translations=translations, timing=timing))
+
+
+@router.post("/explore", response_model=ExploreResponse, responses=ERROR_RESPONSES, tags=["translate"])
+async def explore(request: ExploreRequest, app: App) -> JSONResponse:
+    """One sentence's decoding step by step, as the page's explorer shows it: per decoder step the top-k
+    next pieces and the attention (every layer and head of a Transformer; e_ij and c_i of an RNN attention
+    model), and the beam search tree. `prefix` or `prefix_tokens` force the start of the translation ("what
+    if"). Decoded on its own, through the same bounded queue as /translate (503 with Retry-After when full)."""
+    t0 = time.perf_counter()
+    model, key, item, cost = await run_in_threadpool(_explore_job, request, app.models, app.default, app.limits)
+    records, timing = await _submit(app.batcher, key, [item], [cost], t0)
+    return await _rendered(ExploreResponse(model=model.name, record=records[0], timing=timing))
+
+
+@router.get("/", include_in_schema=False)
+async def index() -> FileResponse:
+    return FileResponse(STATIC_DIR / "index.html", media_type="text/html; charset=utf-8")
+
+
+def _translate_job(request: TranslateRequest, app: Served) -> tuple[ServedModel, BatchKey, list[Item], list[int]]:
+    """A translate request's checks, its sentences through the input gate, its items and their costs (in a worker
+    thread: tokenizing is CPU work)."""
+    model, texts, key = _resolve(request, app.models, app.default, app.limits)
+    method = request.alignment_method or model_method(model.translator.config)
+    items = [Item(text, request.attention, request.attention_heads, method if request.alignment else None)
+             for text in texts]
+    return model, key, items, _costs(request, model, texts, key, app.limits)
+
+
+async def _rendered(response: BaseModel) -> JSONResponse:
+    """The response as JSON, rendered in a worker thread (attention matrices make large bodies)."""
+    return await run_in_threadpool(lambda: JSONResponse(response.model_dump(mode="json")))
+
+
+def _refusal(e: InputRefused, single: bool) -> ApiError:
+    """The input gate's refusal as a 422 naming the field: the text at fault, or the request's texts."""
+    if e.index is None:
+        return ApiError(422, "text" if single else "texts", str(e))
+    return ApiError(422, "text" if single else f"texts[{e.index}]", str(e.named("the text")))
 
 
 async def _submit(batcher: DynamicBatcher, key, items: list, costs: list, t0: float) -> tuple[list, Timing]:
@@ -190,13 +236,10 @@ def _resolve(request: TranslateRequest, served: Mapping[str, ServedModel], defau
     if (request.text is None) == (request.texts is None):
         raise ApiError(422, "text", "give exactly one of 'text' (a sentence) and 'texts' (a list of sentences)")
     texts = [request.text] if request.text is not None else list(request.texts or [])
-    if len(texts) > limits.max_texts:
-        raise ApiError(422, "texts", f"{len(texts)} texts in one request; at most {limits.max_texts} are allowed")
-    for i, text in enumerate(texts):
-        if len(text) > limits.max_text_chars:
-            field = "text" if request.text is not None else f"texts[{i}]"
-            raise ApiError(422, field, f"the text has {len(text)} characters; at most {limits.max_text_chars} "
-                                       "are allowed")
+    try:
+        check_sentences(texts, limits.inputs())
+    except InputRefused as e:
+        raise _refusal(e, request.text is not None) from None
     beam, sampling = _search(request, model, limits)
     min_len, no_repeat_ngram = _constraints(request, model)
     if request.attention_heads and model.info.heads is None:
@@ -224,10 +267,11 @@ def _explore_job(request: ExploreRequest, served: Mapping[str, ServedModel], def
                  limits: Limits) -> tuple[ServedModel, BatchKey, ExploreItem, int]:
     """The checks of an explore request that need the served models and the limits; its job and cost."""
     model = _model(request.model, served, default_model)
-    for field, text in (("text", request.text), ("prefix", request.prefix or "")):
-        if len(text) > limits.max_text_chars:
-            raise ApiError(422, field, f"the {field} has {len(text)} characters; at most {limits.max_text_chars} "
-                                       "are allowed")
+    for name, text in (("text", request.text), ("prefix", request.prefix or "")):
+        try:
+            check_text(text, 0, limits.inputs())
+        except InputRefused as e:
+            raise ApiError(422, name, str(e.named(f"the {name}"))) from None
     beam = model.info.default_beam if request.beam is None else request.beam
     if beam > limits.max_beam:
         raise ApiError(422, "beam", f"beam={beam} is too large; allowed: 1 to {limits.max_beam}")
@@ -245,7 +289,7 @@ def _explore_job(request: ExploreRequest, served: Mapping[str, ServedModel], def
         raise ApiError(422, "model", f"model {model.name!r} is exported (CTranslate2), which has no step-by-step "
                                      "decoding to explore; serve the model folder it was exported from")
     # the search and the teacher-forced pass that reads each step: twice a translation's cost
-    cost = 2 * sentence_costs(model.translator, [request.text], beam, 1)[0]
+    cost = 2 * sentence_costs(_gated_lengths([request.text], model, limits, True), beam, 1)[0]
     if cost > limits.max_queue_cost:
         raise ApiError(422, "text", f"the request's cost is {cost:,}; this server takes at most "
                                     f"{limits.max_queue_cost:,} at a time: send a shorter sentence or a smaller beam")
@@ -284,7 +328,7 @@ def _search(request: TranslateRequest, model: ServedModel, limits: Limits) -> tu
 def _costs(request: TranslateRequest, model: ServedModel, texts: list[str], key: BatchKey,
            limits: Limits) -> list[int]:
     """Each sentence's cost (Limits); a request that alone is over the queue's cost bound could never be queued."""
-    costs = sentence_costs(model.translator, texts, key.beam, key.n_best)
+    costs = sentence_costs(_gated_lengths(texts, model, limits, request.text is not None), key.beam, key.n_best)
     if sum(costs) > limits.max_queue_cost:
         raise ApiError(422, "texts" if request.texts is not None else "text",
                        f"the request's cost is {sum(costs):,} (beam {key.beam} x n_best {key.n_best} x (source tokens "
@@ -292,6 +336,15 @@ def _costs(request: TranslateRequest, model: ServedModel, texts: list[str], key:
                        f"{limits.max_queue_cost:,} at a time: send fewer or shorter sentences, or a smaller beam "
                        "or n_best")
     return costs
+
+
+def _gated_lengths(texts: list[str], model: ServedModel, limits: Limits, single: bool) -> list[int]:
+    """Each text's source tokens, counted through the input gate with the limits of a request to ``model``."""
+    inputs = limits.inputs(getattr(model.translator, "limits", None))
+    try:
+        return [len(tokens) for tokens in gated_tokens(texts, model.translator.src.tokens, inputs)]
+    except InputRefused as e:
+        raise _refusal(e, single) from None
 
 
 def _penalties(request: TranslateRequest, model: ServedModel, sampling: Sampling | None) -> tuple[float, float]:
@@ -328,38 +381,24 @@ def _load(directory: str | Path) -> Translator:
     return load(directory)
 
 
-def serve(model_specs: list[str], host: str = "127.0.0.1", port: int = 8000, *, max_batch_size: int = 32,
-          max_wait_ms: float = 10.0, max_texts: int = 32, max_text_chars: int = 1000, max_beam: int = 10,
-          max_queue_sentences: int = 256, max_queue_cost: int = 100_000, max_batch_cost: float = MAX_BATCH_COST,
-          checkpoint: str | None = None, threads: int | None = None, log_level: str = "info", int8: bool = False,
-          inter_threads: int = 1) -> None:
-    """Load the models (``NAME=DIR`` or ``DIR``) and serve them with uvicorn until interrupted."""
-    import torch
+def serve(config: ServeConfig) -> None:
+    """Load the models of ``config`` (``NAME=DIR`` or ``DIR``) and serve them with uvicorn until interrupted; the
+    server's thread count is set here, for the whole process (:func:`attnmt.runtime.threads.use_threads`)."""
     import uvicorn
 
-    limits = _limits(max_texts=max_texts, max_text_chars=max_text_chars, max_beam=max_beam,
-                     max_queue_sentences=max_queue_sentences, max_queue_cost=max_queue_cost)
-    if not max_batch_cost >= 1:
-        raise UserError(f"serve: --max-batch-cost {max_batch_cost} is out of range; allowed: 1 or more")
-    if threads is not None:
-        torch.set_num_threads(threads)
-    if not 0 <= port <= 65535:
-        raise UserError(f"serve: --port {port} is out of range; allowed: 0 to 65535")
-    if max_batch_size < 1:
-        raise UserError(f"serve: --max-batch-size {max_batch_size} is out of range; allowed: 1 or more")
-    if max_wait_ms < 0:
-        raise UserError(f"serve: --max-wait-ms {max_wait_ms} is out of range; allowed: 0 or more")
+    use_threads(config.threads)
+    host, port = config.host, config.port
     listening = bind(host, port)  # before the models load: a port in use is refused at once
-    models = load_models(model_specs, checkpoint=checkpoint, int8=int8, threads=threads, inter_threads=inter_threads)
-    app = create_app(models, max_batch_size=max_batch_size,
-                     max_wait_ms=max_wait_ms, limits=limits, max_batch_cost=max_batch_cost)
+    models = load_models(list(config.models), checkpoint=config.checkpoint, int8=config.int8, threads=config.threads,
+                         inter_threads=config.inter_threads)
+    app = create_app(models, config)
     if not _is_loopback(host):
         print(f"attnmt serve: listening on {host}, reachable from other machines; the API has no authentication")
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level)  # sets up uvicorn's logging
+    uvicorn_config = uvicorn.Config(app, host=host, port=port, log_level=config.log_level)  # sets up its logging
     shown = f"[{host}]" if ":" in host else host
     logging.getLogger("uvicorn.error").info("attnmt serve: http://%s:%d (Ctrl+C to stop)", shown,
                                             listening.getsockname()[1])
-    uvicorn.Server(config).run(sockets=[listening])  # uvicorn announces no address for a socket it is given
+    uvicorn.Server(uvicorn_config).run(sockets=[listening])  # uvicorn announces no address for a socket it is given
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -378,22 +417,6 @@ def bind(host: str, port: int) -> socket.socket:
         raise UserError(f"serve: cannot listen on {host} port {port} ({getattr(e, 'strerror', None) or e}); "
                         "choose another --host or --port") from None
     return sock
-
-
-def _limits(**values: int) -> Limits:
-    """Limits from the command line's values; an out-of-range one is a UserError naming its flag."""
-    import pydantic
-
-    if values["max_queue_sentences"] < values["max_texts"]:
-        raise UserError(f"serve: --max-queue-sentences {values['max_queue_sentences']} is below --max-texts "
-                        f"{values['max_texts']}: a request of --max-texts sentences could never be queued; raise "
-                        "--max-queue-sentences or lower --max-texts")
-    try:
-        return Limits(**values)
-    except pydantic.ValidationError as e:
-        err = e.errors()[0]
-        option = "--" + str(err["loc"][0]).replace("_", "-")
-        raise UserError(f"serve: {option}={err.get('input')!r}: {err['msg']}") from None
 
 
 def _is_loopback(host: str) -> bool:

@@ -154,15 +154,16 @@ def example_sources(translator: Translator, n: int = 5) -> list[str]:
     return lines[step // 2::step][:n]
 
 
-def sentence_costs(translator: Translator, texts: list[str], beam: int, n_best: int) -> list[int]:
-    """The queue's estimate of each sentence's decoding work: ``beam x n_best x (source tokens + 1)``.
+def sentence_costs(lengths: list[int], beam: int, n_best: int) -> list[int]:
+    """The queue's estimate of the decoding work of each sentence of ``lengths`` source tokens:
+    ``beam x n_best x (source tokens + 1)``.
 
     The decoder runs about one step per output token (roughly as many as the source's, and one for
     </s>) over ``beam`` hypotheses (1 when sampling), and an n-best list keeps the search going until
     ``n_best`` hypotheses have finished. The product errs high for long n-best lists of beam search,
     which is the safe side for a bound.
     """
-    return [beam * n_best * (len(translator.src.tokens(text)) + 1) for text in texts]
+    return [beam * n_best * (length + 1) for length in lengths]
 
 
 def decode_batch(models: Mapping[str, ServedModel], key: BatchKey,

@@ -16,7 +16,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from attnmt.serve.schema import TranslateRequest
+from attnmt.decode.inputs import InputRefused, check_count
+from attnmt.serve.schema import Limits, TranslateRequest
 
 __all__ = ["ApiError", "BodyLimitMiddleware", "error_json", "install_error_handlers"]
 
@@ -43,8 +44,9 @@ def field_name(loc: Sequence[Any]) -> str:
     return name or "body"
 
 
-def _validation_error(exc: RequestValidationError) -> JSONResponse:
-    """The first of pydantic's errors, as 400 (not JSON at all) or 422 (JSON, but not a valid request)."""
+def _validation_error(exc: RequestValidationError, limits: Limits | None) -> JSONResponse:
+    """The first of pydantic's errors, as 400 (not JSON at all) or 422 (JSON, but not a valid request); more texts
+    than any server takes (counted before any is validated) in the words of the input gate, with ``limits``."""
     errors = exc.errors()
     if not errors:
         return error_json(422, "body", "invalid request")
@@ -60,6 +62,11 @@ def _validation_error(exc: RequestValidationError) -> JSONResponse:
     if kind == "extra_forbidden":
         allowed = ", ".join(TranslateRequest.model_fields)
         return error_json(422, field_name(loc), f"unknown field; the fields are: {allowed}")
+    if kind == "too_long" and loc == ["texts"] and limits is not None:
+        try:
+            check_count(int((err.get("ctx") or {}).get("actual_length", 0)), limits.inputs())
+        except InputRefused as e:
+            return error_json(422, "texts", str(e))
     if kind == "missing" and not loc:
         return error_json(422, "body", 'the request has no JSON body; send e.g. {"text": "a sentence"}')
     message = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
@@ -77,7 +84,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return _validation_error(exc)
+        return _validation_error(exc, getattr(request.app.state, "limits", None))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:

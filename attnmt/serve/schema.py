@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal, Optional
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from attnmt.decode.inputs import MAX_REQUEST_SENTENCES, InputLimits
 from attnmt.decode.sampling import MAX_SEED, MAX_TEMPERATURE, MIN_TEMPERATURE
 
 # The largest min_len, no_repeat_ngram and top_k a request may give: far beyond any output length and
@@ -45,18 +46,26 @@ class Limits(BaseModel):
     of the decoder's work that grows with each of the three. The queue holds the sentences of the
     requests admitted and not yet answered; a request that would take it over ``max_queue_sentences``
     or ``max_queue_cost`` gets 503 with Retry-After, and a request whose own cost is over
-    ``max_queue_cost`` a 422.
+    ``max_queue_cost`` a 422. What a request brings in is checked by the input gate (attnmt.decode.inputs) with
+    the limits of :meth:`inputs`.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    max_texts: int = Field(32, ge=1, description="most sentences in one request")
+    max_texts: int = Field(32, ge=1, le=MAX_REQUEST_SENTENCES, description="most sentences in one request")
     max_text_chars: int = Field(1000, ge=1, description="most characters in one sentence")
     max_beam: int = Field(10, ge=1, le=100, description="largest beam size (n_best is at most the beam)")
     max_body_bytes: int = Field(1_000_000, ge=1024, description="largest request body; larger ones get 413")
     max_queue_sentences: int = Field(256, ge=1, description="most sentences queued or decoding; more get 503")
     max_queue_cost: int = Field(100_000, ge=1, description="most cost (beam x n_best x (source tokens + 1) per "
                                                            "sentence) queued or decoding; more get 503")
+
+    def inputs(self, translator: InputLimits | None = None) -> InputLimits:
+        """The input gate's limits of a request to a model whose translator has ``translator`` (its sentence
+        bytes and tokens): at most max_texts sentences of max_text_chars characters, and at most max_queue_cost
+        source tokens in all, since a request's cost is at least its tokens."""
+        return (translator or InputLimits()).replace(line_chars=self.max_text_chars, sentences=self.max_texts,
+                                                     request_tokens=self.max_queue_cost)
 
     @model_validator(mode="after")
     def _a_full_request_fits(self) -> "Limits":
@@ -77,7 +86,9 @@ class TranslateRequest(BaseModel):
     )
 
     text: Optional[SourceText] = Field(None, description="one sentence")
-    texts: Optional[list[SourceText]] = Field(None, min_length=1, description="several sentences (a batch)")
+    # at most MAX_REQUEST_SENTENCES, counted before a text is looked at (the server's own max_texts: the app)
+    texts: Optional[list[SourceText]] = Field(None, min_length=1, max_length=MAX_REQUEST_SENTENCES,
+                                              description="several sentences (a batch)")
     beam: Optional[int] = Field(None, ge=1, description="beam size; 1 is greedy search; default: the model's")
     n_best: int = Field(1, ge=1, description="how many hypotheses to return per sentence (at most the beam)")
     model: Optional[str] = Field(None, description="a name from GET /models; default: the first model")

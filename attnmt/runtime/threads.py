@@ -1,0 +1,35 @@
+"""torch's thread count: set by the command that runs, or for the span of one call; never by loading a model.
+
+A command (``attnmt translate``, ``evaluate``, ``serve``) owns its process and sets the count once with
+:func:`use_threads`. Library code that is asked for a count (``attnmt.load(DIR, threads=N)``) applies it only
+while it works, with :func:`threads_for`, and puts the caller's count back afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import torch
+
+__all__ = ["threads_for", "use_threads"]
+
+
+def use_threads(threads: int | None) -> None:
+    """The command's thread count for the rest of the process (None: torch's default, left as it is)."""
+    if threads is not None:
+        torch.set_num_threads(threads)
+
+
+@contextlib.contextmanager
+def threads_for(threads: int | None) -> Iterator[None]:
+    """torch's thread count set to ``threads`` inside the block and restored after it (None: left as it is)."""
+    before = torch.get_num_threads()
+    if threads is None or threads == before:
+        yield
+        return
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
