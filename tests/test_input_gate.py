@@ -311,3 +311,17 @@ def test_the_three_length_cases_are_refused_within_a_second_in_bounded_memory(ti
                                      'most 32 are allowed"}}')
     for case in cases.values():
         assert case["seconds"] < 1.0 and case["grew_mb"] < 100, case
+
+
+def test_a_nul_character_is_refused_by_the_api_and_the_server(tiny_model):
+    """A NUL is refused at the gate, as the file readers refuse it: in Python and over HTTP alike."""
+    from attnmt.serve import ServeConfig
+
+    with pytest.raises(UserError, match=r"^sentence 2 has a NUL character"):
+        load(tiny_model).translate([SENTENCE, "a\x00b"])
+    with client({"m": tiny_model}, ServeConfig()) as c:
+        r = c.post("/translate", json={"texts": [SENTENCE, "a\u0000b"]})
+        assert (r.status_code, r.json()["error"]["field"]) == (422, "texts[1]")
+        assert "NUL character" in r.json()["error"]["message"]
+        r = c.post("/explore", json={"text": "\u0000"})
+        assert r.status_code == 422 and "NUL character" in r.json()["error"]["message"]

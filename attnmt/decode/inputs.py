@@ -119,10 +119,12 @@ def check_count(n: int, limits: InputLimits) -> None:
 
 
 def check_text(text: str, index: int, limits: InputLimits) -> None:
-    """InputRefused for a sentence over ``limits.line_chars`` characters or ``limits.line_bytes`` UTF-8 bytes; its
-    bytes are counted only when its length leaves a doubt."""
+    """InputRefused for a sentence over ``limits.line_chars`` characters or ``limits.line_bytes`` UTF-8 bytes (its
+    bytes are counted only when its length leaves a doubt), or one with a NUL character."""
     if limits.line_chars is not None and len(text) > limits.line_chars:
         raise InputRefused(f"has {len(text)} characters; at most {limits.line_chars} are allowed", index)
+    if "\x00" in text:  # what the file readers refuse as binary: no tokenizer or terminal takes it as text
+        raise InputRefused("has a NUL character (\\x00); send text, one sentence per item", index)
     over = (f"is longer than {limits.line_bytes:,} bytes, the limit for one sentence; split it into sentences, "
             "one a line")
     if len(text) > limits.line_bytes:  # a character is at least one byte
