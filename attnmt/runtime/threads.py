@@ -8,11 +8,14 @@ while it works, with :func:`threads_for`, and puts the caller's count back after
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 
 import torch
 
-__all__ = ["threads_for", "use_threads"]
+from attnmt.runtime.memory import keep_large_blocks_apart
+
+__all__ = ["threads_for", "training_process", "use_threads"]
 
 
 def use_threads(threads: int | None) -> None:
@@ -33,3 +36,11 @@ def threads_for(threads: int | None) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
+
+
+def training_process(threads: int | None) -> None:
+    """A training run's process: ``threads`` intra-op threads (None: one per available core, as oversubscription
+    slows small matrix products) and large blocks of memory given back when freed
+    (:func:`attnmt.runtime.memory.keep_large_blocks_apart`)."""
+    torch.set_num_threads(max(1, threads or len(os.sched_getaffinity(0))))
+    keep_large_blocks_apart()

@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-import os
 import sys
 import time
 import typing
@@ -43,6 +42,7 @@ from attnmt.folder.checkpoint import (
 from attnmt.folder.model_folder import open_model_folder
 from attnmt.models import build_model
 from attnmt.runtime.distributed import World, close_world, init_world
+from attnmt.runtime.threads import training_process
 from attnmt.train.accumulate import Accumulated, accumulate_gradients
 from attnmt.train.events import RunLog, graceful_stop
 from attnmt.train.finetune import InitFrom, check_init, copy_processors, init_weights, report_coverage
@@ -103,12 +103,6 @@ class TrainResult:
     signal: int | None = None  # the signal (SIGINT / SIGTERM) that interrupted the run
 
 
-def set_threads(threads: int | None) -> None:
-    """Use one intra-op thread per available core (oversubscription slows small matrix products)."""
-    n = threads or len(os.sched_getaffinity(0))
-    torch.set_num_threads(max(1, n))
-
-
 def native_bf16(device: torch.device) -> bool:
     """Whether `device` does bfloat16 arithmetic in hardware (CUDA with bf16; a CPU with AMX or AVX-512-BF16)."""
     if device.type == "cuda":
@@ -167,7 +161,7 @@ def train(config: Config, model_dir: str | Path, resume: bool = False, overwrite
                     copy_processors(init, model_dir)
             world.barrier()
             torch.manual_seed(t.seed)
-            set_threads(t.threads)
+            training_process(t.threads)
             log = RunLog(model_dir, t.tensorboard and not quiet, enabled=world.is_main, console=not quiet)
             try:
                 result = Trainer(config, model_dir, resume, quiet or not world.is_main, device, log, world,
