@@ -70,16 +70,16 @@ class DecodeOptions:
     Built, every value is checked (:func:`check_option` for each field, then the rules between them); a value out
     of its range is a UserError of one line naming the option and what is allowed."""
 
-    beam: int = option(5, 1, MAX_BEAM, config=True, help="beam size (1: greedy search)")
+    beam: int = option(5, 1, MAX_BEAM, config=True, help="beam size; 1 is greedy search")
     n_best: int = option(1, 1, MAX_BEAM, metavar="N",
-                         help="hypotheses per sentence, best first (at most the beam; with sample: samples)")
+                         help="hypotheses per sentence, best first: at most the beam, or samples with sample")
     length_penalty: float = option(1.0, 0.0, 10.0, config=True, metavar="ALPHA",
-                                   help="GNMT's alpha: scores are log prob / ((5 + length) / 6) ** alpha (0: off)")
+                                   help="GNMT's alpha: scores are log prob / ((5 + length) / 6) ** alpha; 0 is off")
     coverage_penalty: float = option(
         0.0, 0.0, 10.0, config=True, metavar="BETA",
         help="beam search: GNMT's beta (Wu et al. 2016), beta * sum over source words of log(min(attention "
              "received, 1)) added to a finished hypothesis's score, against outputs that leave source words "
-             "unread, e.g. 0.2 (0: off; models with attention)")
+             "unread, e.g. 0.2; 0 is off; models with attention")
     # the output length: at most max_len_a * source length + max_len_b tokens (and max_len); the server decodes with
     # the model's own, which its cost estimate of a request assumes
     max_len_a: float = option(1.5, 0.0, 100.0, config=True, request=False, metavar="A",
@@ -87,30 +87,30 @@ class DecodeOptions:
     max_len_b: int = option(10, 0, MAX_TOKENS, config=True, request=False, metavar="B",
                             help="at most A * source length + B output tokens: B")
     max_len: Optional[int] = option(None, 1, MAX_TOKENS, config="max_len_cap", request=False, metavar="N",
-                                    help="at most N output tokens (none: A * source length + B alone)")
+                                    help="at most N output tokens; none: A * source length + B alone")
     min_len: int = option(0, 0, MAX_TOKENS, config=True, metavar="N",
-                          help="no </s> before N output tokens, or the sentence's maximum length if lower (0: none)")
+                          help="no </s> before N output tokens, or the sentence's maximum length if lower; 0 is none")
     no_repeat_ngram: int = option(0, 0, MAX_TOKENS, config=True, metavar="N",
-                                  help="no N-gram occurs twice in an output (0: off)")
+                                  help="no N-gram occurs twice in an output; 0 is off")
     stopping: Stopping = option(
         "exact", config=True, request=False,
         help="beam search: end a sentence when no live hypothesis can still win (exact), or when none would win "
-             "if it ended now (early: fewer steps)")
-    sample: bool = option(False, help="draw each token from the model's distribution instead of searching (no "
-                                      "beam; n_best samples per sentence)")
+             "if it ended now (early), with fewer steps")
+    sample: bool = option(False, help="draw each token from the model's distribution instead of searching: no "
+                                      "beam, n_best samples per sentence")
     top_k: int = option(0, 0, MAX_TOP_K, sampling=True, metavar="K",
-                        help="sampling: from the K most likely tokens only (0: all)")
+                        help="sampling: from the K most likely tokens only; 0 is all")
     top_p: float = option(1.0, 0.0, 1.0, above=True, sampling=True, metavar="P",
-                          help="sampling: from the fewest most likely tokens whose probability reaches P (nucleus; "
-                               "1: all)")
+                          help="sampling: from the fewest most likely tokens whose probability reaches P, the "
+                               "nucleus; 1 is all")
     temperature: float = option(1.0, MIN_TEMPERATURE, MAX_TEMPERATURE, sampling=True, metavar="T",
-                                help="sampling: divide the log probs by T (< 1 sharper, > 1 flatter)")
+                                help="sampling: divide the log probs by T, below 1 sharper, above 1 flatter")
     seed: int = option(0, 0, MAX_SAMPLE_SEED, sampling=True, metavar="S",
                        help="sampling: the random seed; the same seed gives the same samples")
     # how the sentences are batched and spread over processes: the same translations in any case (the server
     # batches requests itself, in one process)
     batch_size: int = option(64, 1, MAX_COUNT, config=True, request=False, metavar="N",
-                             help="at most N sentences per decoding batch (of similar lengths)")
+                             help="at most N sentences per decoding batch, of similar lengths")
     batch_tokens: int = option(2000, 1, MAX_COUNT, request=False, metavar="N",
                                help="at most N source tokens per decoding batch")
     workers: int = option(1, 1, MAX_WORKERS, config=True, request=False, metavar="N",

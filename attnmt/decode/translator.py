@@ -74,28 +74,22 @@ class Translator:
                   **given) -> Translation | list[Translation]:
         """Translate one sentence (a str: one Translation) or a list of them (a list, in the input's order).
 
-        The decoding options (:class:`attnmt.decode.options.DecodeOptions`, which lists them all) are keyword
-        arguments, each defaulting to the model's ``decode.*`` where the config has it: ``beam``, ``n_best``,
-        ``length_penalty``, ``coverage_penalty``, ``min_len``, ``no_repeat_ngram``, ``max_len``, ``stopping``,
-        ``batch_size``, ``batch_tokens``, ``workers``, the sampling ones; or ``options=`` a DecodeOptions, used as
-        it is (:meth:`decode_options` gives the model's with changes), with any keyword options on top.
+        The decoding options are keyword arguments (``beam=5``, ``n_best=3``, ``min_len=2``, ...), each
+        :class:`attnmt.decode.options.DecodeOptions` field, which says what it does; one left out (or None) is the
+        model's ``decode.*`` where the config has it, else the field's default. ``options=`` a DecodeOptions is used
+        as it is (:meth:`decode_options` gives the model's with changes), with any keyword options on top.
+        ``sampling`` (:class:`attnmt.decode.sampling.Sampling`) is ``sample=True`` with its settings: ``n_best``
+        samples per sentence instead of a search (no beam), seeded per batch. A value out of its option's range, or
+        not finite, is a UserError, as on the command line.
 
-        Sentences of similar length are decoded together, at most ``batch_size`` (default
-        ``decode.batch_size``) and ``batch_tokens`` source tokens at a time. On a CPU, ``workers`` > 1
-        forked processes of one thread each decode the batches in parallel
-        (:func:`attnmt.decode.parallel.map_in_processes`); the translations are the same. Forking is the caller's
-        choice (``attnmt translate`` and ``evaluate`` pass ``decode.workers``): a threaded server or a
-        training run must not fork. ``stopping`` (default ``decode.stopping``): beam search's rule for ending a
-        sentence (:func:`attnmt.decode.search.beam_search`). ``min_len``, ``no_repeat_ngram`` (default ``decode.*``):
-        :mod:`attnmt.decode.constraints`; ``max_len``: a cap on the output length (default ``decode.max_len_cap``).
-        ``sampling`` (:class:`attnmt.decode.sampling.Sampling`), or ``sample=True`` with ``top_k``, ``top_p``,
-        ``temperature``, ``seed``: draw ``n_best`` samples per sentence instead of searching (no beam), seeded
-        per batch. ``length_penalty``, ``coverage_penalty`` (default ``decode.*``):
-        GNMT's alpha and beta (:mod:`attnmt.decode.search`); the coverage penalty needs a model with attention and
-        applies to beam search. ``prefix``: the start the translation must have (text in the target language; a
-        str for one sentence, a list with a str or None per sentence for a list); the rest is the best
-        continuation found (:mod:`attnmt.decode.constraints`). :meth:`explore` shows a sentence's decoding step by
-        step. A number out of its option's range, or not finite, is a UserError, as on the command line.
+        Sentences of similar length are decoded together, at most ``batch_size`` sentences and ``batch_tokens``
+        source tokens at a time. On a CPU, ``workers`` > 1 forked processes of one thread each decode the batches
+        in parallel (:func:`attnmt.decode.parallel.map_in_processes`); the translations are the same. Forking is
+        the caller's choice (``attnmt translate`` and ``evaluate`` pass ``decode.workers``; here it is 1 unless
+        given): a threaded server or a training run must not fork. The coverage penalty needs a model with
+        attention. ``prefix``: the start the translation must have (text in the target language; a str for one
+        sentence, a list with a str or None per sentence for a list); the rest is the best continuation found
+        (:mod:`attnmt.decode.constraints`). :meth:`explore` shows a sentence's decoding step by step.
         """
         single, sentences = isinstance(sentences, str), sentence_list(sentences)
         options = self.decode_options(options, sampling, **given)  # checked before any worker starts
