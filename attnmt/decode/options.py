@@ -58,9 +58,8 @@ def option(default: Any, low: Any = None, high: Any = None, *, above: bool = Fal
     evaluate), ``request`` (a field of the server's request). ``sampling``: it applies to sampling only."""
     ranged = low is not None or high is not None
     return dataclasses.field(default=default, metadata={
-        **({"range": Range(low, high, above)} if ranged else {}), "help": help, "flag": flag, "request": request,
-        "config": config or None, "sampling": sampling,
-        "metavar": metavar})
+        **({"range": Range(low, high, above)} if ranged else {}), "help": help, "config": config or None,
+        "flag": flag, "request": request, "sampling": sampling, "metavar": metavar})
 
 
 @dataclass(frozen=True)
