@@ -4,8 +4,8 @@
     app = create_app({"en-de": "models/en-de"}, max_batch_size=32)   # a FastAPI app
 
 Modules: ``app`` (the app factory and ``serve``), ``batching`` (the dynamic batcher), ``engine``
-(decoding a batch), ``schema`` (request/response bodies), ``errors`` (the error shape), and
-``static/`` (the page). Needs the ``serve`` extra: ``pip install attnmt[serve]``.
+(decoding a batch), ``options`` (a request's decoding options), ``schema`` (request/response bodies),
+``errors`` (the error shape), and ``static/`` (the page). Needs the ``serve`` extra: ``pip install attnmt[serve]``.
 """
 
 from __future__ import annotations
