@@ -10,7 +10,7 @@ from typing import Literal
 
 from attnmt.config.bounds import MAX_COUNT, MAX_HEADS, MAX_KEPT, MAX_LAYERS, MAX_TOKENS, MAX_WORKERS
 from attnmt.config.typed import Range
-from attnmt.decode.options import config_key, option_fields, option_type
+from attnmt.decode.options import check_option, config_key, option_fields, option_type
 from attnmt.errors import UserError
 from attnmt.runtime.safe_write import check_output
 
@@ -19,6 +19,7 @@ from attnmt.runtime.safe_write import check_output
 ALIGN_METHODS = ("argmax", "threshold", "shift", "mutual", "shift-mutual")
 SYMMETRIZATIONS = ("intersection", "union", "grow-diag-final-and", "agreement")
 
+DECODING_FLAGS = {f.name: f for f in option_fields("flag")}  # the decoding options' flags, by dest (add_decode_args)
 # The values of every numeric option, by its dest (one name is one quantity in every command: --beam of
 # translate, evaluate, plot-attention and animate is decode.beam). Checked after parsing by check_numbers,
 # before any work: a float is finite in any case; Range() leaves the bounds to the code that reads the value
@@ -26,7 +27,7 @@ SYMMETRIZATIONS = ("intersection", "union", "grow-diag-final-and", "agreement")
 OPTION_RANGES: dict[str, Range] = {
     # the decoding options' ranges (attnmt.decode.options; --workers of prepare: encoding processes, --top-k of
     # explore: next pieces listed, within its own bounds too)
-    **{f.name: f.metadata["range"] for f in option_fields("flag") if "range" in f.metadata},
+    **{name: field.metadata["range"] for name, field in DECODING_FLAGS.items() if "range" in field.metadata},
     "ensemble_weights": Range(0.0, None, above=True),
     "threshold": Range(0.0, 1.0),
     "layer": Range(-MAX_LAYERS, MAX_LAYERS - 1),  # and within the model's layers: attnmt.align
@@ -57,17 +58,20 @@ def numeric_options(parser) -> list:
 
 
 def check_numbers(parser, args) -> None:
-    """Every number on the command line within its option's range (OPTION_RANGES), a float finite; else
-    a UserError naming the command, the option and what is allowed."""
+    """Every number on the command line within its option's range (OPTION_RANGES; a decoding option's checked by
+    attnmt.decode.options.check_option, as Python's and the config's are), a float finite; else a UserError naming
+    the command, the option and what is allowed."""
     command = parser._subparsers._group_actions[0].choices[args.command]
     for action in numeric_options(command):
         value = getattr(args, action.dest, None)
         for item in value if isinstance(value, list) else [value]:
             if item is None or item == action.default:
                 continue
-            allowed = OPTION_RANGES.get(action.dest, Range())
             try:
-                allowed.check(action.dest, item)
+                if action.dest in DECODING_FLAGS:
+                    check_option(action.dest, item)
+                else:
+                    OPTION_RANGES.get(action.dest, Range()).check(action.dest, item)
             except UserError as e:
                 raise UserError(f"{args.command} {action.option_strings[-1]}: "
                                 f"{str(e).removeprefix('config: ')}") from None
