@@ -45,6 +45,10 @@ def out_of_range(name: str):
 RANGED = [name for name, f in FIELDS.items() if "range" in f.metadata]
 
 
+def option_type_is_float(name: str) -> bool:
+    return typing.get_type_hints(DecodeOptions)[name] is float
+
+
 @pytest.mark.parametrize("name", RANGED)
 def test_every_range_is_checked_when_the_options_are_built(name):
     """Fails if the range check goes: each ranged option out of range, or not finite, is refused naming it."""
@@ -60,10 +64,6 @@ def test_every_range_is_checked_when_the_options_are_built(name):
     if option_type_is_float(name):
         with pytest.raises(OptionError, match=f"^{name}=nan is not a finite number"):
             DecodeOptions(**given, **{name: math.nan})
-
-
-def option_type_is_float(name: str) -> bool:
-    return typing.get_type_hints(DecodeOptions)[name] is float
 
 
 def test_the_rules_between_options_and_the_types():
@@ -131,10 +131,10 @@ def test_a_rule_between_options_is_the_same_line_everywhere(tiny_model, tiny_cor
 
 
 def test_the_command_lines_decoding_flags_are_the_options():
+    assert {f.name for f in option_fields("flag")} == set(FIELDS)  # every option has its flag
     commands = build_parser()._subparsers._group_actions[0].choices
     for command in ("translate", "evaluate"):
         flags = {a.dest: a for a in commands[command]._actions}
-        assert {f.name for f in option_fields("flag")} == set(FIELDS)  # every option has its flag
         assert set(FIELDS) <= set(flags), set(FIELDS) - set(flags)
         for name in FIELDS:
             assert flags[name].option_strings == ["--" + name.replace("_", "-")]
