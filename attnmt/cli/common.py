@@ -3,21 +3,14 @@
 from __future__ import annotations
 
 import sys
+import typing
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Literal
 
-from attnmt.config.schema import (
-    MAX_BEAM,
-    MAX_COUNT,
-    MAX_HEADS,
-    MAX_KEPT,
-    MAX_LAYERS,
-    MAX_TOKENS,
-    MAX_WORKERS,
-    STOPPING_RULES,
-    DecodeConfig,
-)
-from attnmt.config.typed import Range, declared_range
+from attnmt.config.bounds import MAX_COUNT, MAX_HEADS, MAX_KEPT, MAX_LAYERS, MAX_TOKENS, MAX_WORKERS
+from attnmt.config.typed import Range
+from attnmt.decode.options import check_option, config_key, option_fields, option_type
 from attnmt.errors import UserError
 from attnmt.runtime.safe_write import check_output
 
@@ -26,24 +19,16 @@ from attnmt.runtime.safe_write import check_output
 ALIGN_METHODS = ("argmax", "threshold", "shift", "mutual", "shift-mutual")
 SYMMETRIZATIONS = ("intersection", "union", "grow-diag-final-and", "agreement")
 
+DECODING_FLAGS = {f.name: f for f in option_fields("flag")}  # the decoding options' flags, by dest (add_decode_args)
 # The values of every numeric option, by its dest (one name is one quantity in every command: --beam of
 # translate, evaluate, plot-attention and animate is decode.beam). Checked after parsing by check_numbers,
 # before any work: a float is finite in any case; Range() leaves the bounds to the code that reads the value
 # (named beside it). tests/test_numbers.py checks that every int and float option has an entry.
 OPTION_RANGES: dict[str, Range] = {
-    "beam": declared_range(DecodeConfig, "beam"),
-    "workers": declared_range(DecodeConfig, "workers"),  # translate and evaluate; prepare: encoding processes
-    "min_len": declared_range(DecodeConfig, "min_len"),
-    "no_repeat_ngram": declared_range(DecodeConfig, "no_repeat_ngram"),
-    "length_penalty": declared_range(DecodeConfig, "length_penalty"),
-    "coverage_penalty": declared_range(DecodeConfig, "coverage_penalty"),
-    "max_len": declared_range(DecodeConfig, "max_len_cap"),
-    "n_best": Range(1, MAX_BEAM),  # and at most the beam: attnmt.decode.translator
+    # the decoding options' ranges (attnmt.decode.options; --workers of prepare: encoding processes, --top-k of
+    # explore: next pieces listed, within its own bounds too)
+    **{name: field.metadata["range"] for name, field in DECODING_FLAGS.items() if "range" in field.metadata},
     "ensemble_weights": Range(0.0, None, above=True),
-    "top_k": Range(0, None),  # top-k, top-p, temperature and seed: attnmt.decode.sampling.Sampling
-    "top_p": Range(),
-    "temperature": Range(),
-    "seed": Range(),
     "threshold": Range(0.0, 1.0),
     "layer": Range(-MAX_LAYERS, MAX_LAYERS - 1),  # and within the model's layers: attnmt.align
     "head": Range(0, MAX_HEADS - 1),
@@ -73,17 +58,20 @@ def numeric_options(parser) -> list:
 
 
 def check_numbers(parser, args) -> None:
-    """Every number on the command line within its option's range (OPTION_RANGES), a float finite; else
-    a UserError naming the command, the option and what is allowed."""
+    """Every number on the command line within its option's range (OPTION_RANGES; a decoding option's checked by
+    attnmt.decode.options.check_option, as Python's and the config's are), a float finite; else a UserError naming
+    the command, the option and what is allowed."""
     command = parser._subparsers._group_actions[0].choices[args.command]
     for action in numeric_options(command):
         value = getattr(args, action.dest, None)
         for item in value if isinstance(value, list) else [value]:
             if item is None or item == action.default:
                 continue
-            allowed = OPTION_RANGES.get(action.dest, Range())
             try:
-                allowed.check(action.dest, item)
+                if action.dest in DECODING_FLAGS:
+                    check_option(action.dest, item)
+                else:
+                    OPTION_RANGES.get(action.dest, Range()).check(action.dest, item)
             except UserError as e:
                 raise UserError(f"{args.command} {action.option_strings[-1]}: "
                                 f"{str(e).removeprefix('config: ')}") from None
@@ -109,8 +97,9 @@ def add_checkpoint_arg(p) -> None:
                         "before the first validation has written best")
 
 
-def add_model_args(p, ensemble: bool = False) -> None:
-    """--model (one, or several for an ensemble), --checkpoint, --beam, --int8."""
+def add_model_args(p, ensemble: bool = False, beam: bool = True) -> None:
+    """--model (one, or several for an ensemble), --checkpoint, --int8, and --beam unless ``beam`` is False (the
+    commands with every decoding flag: add_decode_args)."""
     if ensemble:
         p.add_argument("--model", required=True, action="append", metavar="DIR",
                        help="trained model folder; repeat it for an ensemble, whose log probs are averaged at "
@@ -120,7 +109,8 @@ def add_model_args(p, ensemble: bool = False) -> None:
     else:
         p.add_argument("--model", required=True, help="trained model folder")
     add_checkpoint_arg(p)
-    p.add_argument("--beam", type=int, default=None, help="beam size (1 = greedy; default from the config)")
+    if beam:
+        p.add_argument("--beam", type=int, default=None, help="beam size (1 = greedy; default from the config)")
     p.add_argument("--int8", action="store_true",
                    help="int8 linear layers: faster decoding on a CPU at about the same BLEU")
 
@@ -134,38 +124,21 @@ def add_thread_args(p) -> None:
                    help="exported (CTranslate2) models: batches decoded at the same time (default: 1)")
 
 
-def add_decode_args(p) -> None:
-    """The decoding options of translate and evaluate: workers, stopping, length, repetition, sampling."""
-    p.add_argument("--workers", type=int, default=None,
-                   help="CPU only: decode batches in N processes of one thread each, e.g. one per core "
-                        "(default: decode.workers, 1)")
+def add_decode_args(p, helps: dict[str, str] | None = None) -> None:
+    """The decoding options of translate and evaluate, one flag each (--NAME for the option NAME of
+    attnmt.decode.options that has a flag; ``helps``: a command's own help of one), and the thread options."""
+    for f in option_fields("flag"):
+        kind, _ = option_type(f.name)
+        default = f"decode.{config_key(f)}, {f.default}" if f.metadata["config"] else f"{f.default}"
+        help_text = (helps or {}).get(f.name) or f"{f.metadata['help']} (default: {default.lower()})"
+        flag = "--" + f.name.replace("_", "-")
+        if kind is bool:
+            p.add_argument(flag, action="store_true", help=f.metadata["help"])
+        elif typing.get_origin(kind) is Literal:
+            p.add_argument(flag, choices=typing.get_args(kind), default=None, help=help_text)
+        else:
+            p.add_argument(flag, type=kind, default=None, metavar=f.metadata["metavar"], help=help_text)
     add_thread_args(p)
-    p.add_argument("--stopping", choices=STOPPING_RULES, default=None,
-                   help="beam search: end a sentence when no live hypothesis can still win (exact), or when "
-                        "none would win if it ended now (early: fewer steps) (default: decode.stopping, exact)")
-    p.add_argument("--min-len", type=int, default=None,
-                   help="no </s> before N output tokens (or the sentence's maximum length, if lower) "
-                        "(default: decode.min_len, 0)")
-    p.add_argument("--no-repeat-ngram", type=int, default=None, metavar="N",
-                   help="no N-gram occurs twice in an output (default: decode.no_repeat_ngram, 0 = off)")
-    p.add_argument("--length-penalty", type=float, default=None, metavar="ALPHA",
-                   help="GNMT length penalty: scores are log prob / ((5 + length) / 6) ** ALPHA "
-                        "(default: decode.length_penalty, 1; 0 = off)")
-    p.add_argument("--coverage-penalty", type=float, default=None, metavar="BETA",
-                   help="beam search: GNMT coverage penalty, BETA * sum over source words of log(min(attention "
-                        "received, 1)), against outputs that leave source words unread, e.g. 0.2 "
-                        "(default: decode.coverage_penalty, 0 = off; models with attention)")
-    p.add_argument("--max-len", type=int, default=None,
-                   help="at most N output tokens (default: decode.max_len_cap, none beyond a * src + b)")
-    p.add_argument("--sample", action="store_true",
-                   help="draw each token from the model's distribution instead of searching (with --n-best N: "
-                        "N samples per sentence)")
-    p.add_argument("--top-k", type=int, default=None, help="--sample: from the K most likely tokens only")
-    p.add_argument("--top-p", type=float, default=None,
-                   help="--sample: from the fewest most likely tokens whose probability reaches P (nucleus)")
-    p.add_argument("--temperature", type=float, default=None,
-                   help="--sample: divide the log probs by T, 0.01 to 100 (< 1 sharper, > 1 flatter; default 1)")
-    p.add_argument("--seed", type=int, default=None, help="--sample: the random seed, 0 to 2**44 - 1 (default 0)")
 
 
 def load_translator(args):
@@ -190,25 +163,17 @@ def load_translator(args):
     return load_ensemble(args.model, checkpoint=args.checkpoint, int8=args.int8, weights=args.ensemble_weights)
 
 
-def decoding(args) -> dict:
-    """translate()'s length, repetition and sampling options from the decoding flags."""
-    sampling = None
-    given = [flag for flag, value in (("--top-k", args.top_k), ("--top-p", args.top_p),
-                                      ("--temperature", args.temperature), ("--seed", args.seed)) if value is not None]
-    if args.sample:
-        from attnmt.decode.sampling import Sampling
-
-        sampling = Sampling(top_k=args.top_k or 0, top_p=1.0 if args.top_p is None else args.top_p,
-                            temperature=1.0 if args.temperature is None else args.temperature, seed=args.seed or 0)
-    elif given:
-        raise UserError(f"{given[0]} belongs to --sample; add --sample or leave it out")
-    return dict(min_len=args.min_len, no_repeat_ngram=args.no_repeat_ngram, max_len=args.max_len, sampling=sampling,
-                length_penalty=args.length_penalty, coverage_penalty=args.coverage_penalty)
-
-
-def workers(args, translator) -> int:
-    """--workers, else the model's decode.workers: decoding processes of translate and evaluate."""
-    return translator.config.decode.workers if args.workers is None else args.workers
+def decode_options(args, translator):
+    """The decoding options of translate and evaluate (attnmt.decode.options.DecodeOptions): the model's
+    decode.* (decode.workers too: these commands may fork), the flags given on top; checked."""
+    given = {f.name: getattr(args, f.name) for f in option_fields("flag")}
+    if not given["sample"]:
+        flags = ["--" + f.name.replace("_", "-") for f in option_fields("sampling") if given[f.name] is not None]
+        if flags:
+            raise UserError(f"{flags[0]} belongs to --sample; add --sample or leave it out")
+    if given["workers"] is None:
+        given["workers"] = translator.config.decode.workers
+    return translator.decode_options(**given)
 
 
 def add_alignment_args(p, method_flag: str) -> None:

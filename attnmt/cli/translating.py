@@ -10,11 +10,10 @@ from attnmt.cli.common import (
     add_alignment_args,
     add_decode_args,
     add_model_args,
-    decoding,
+    decode_options,
     load_translator,
     read_input,
     refuse_overwrite,
-    workers,
 )
 from attnmt.errors import UserError
 from attnmt.runtime.safe_write import open_output, write_text
@@ -32,13 +31,14 @@ def cmd_translate(args) -> None:
         raise UserError("translate: --symmetrize combines two directions; pass --reverse-model DIR too")
     translator = load_translator(args)
     translator.max_src_tokens = MAX_SOURCE_TOKENS  # a refusal naming the line, not an hour-long decode
+    options = decode_options(args, translator)
     reverse = ([load(d, checkpoint=args.checkpoint) for d in args.reverse_model]
                if args.alignments and args.reverse_model else None)
     from attnmt.decode.interactive import is_live
 
     if args.buffer is not None or (not args.input or args.input == "-") and is_live(sys.stdin):
-        return _translate_live(args, translator, reverse)
-    _translate_batched(args, translator, reverse)
+        return _translate_live(args, translator, options, reverse)
+    _translate_batched(args, translator, options, reverse)
 
 
 # translate --input FILE: lines translated (sorted by length into batches) and written this many at a time, so
@@ -46,7 +46,7 @@ def cmd_translate(args) -> None:
 GROUP_LINES = 1000
 
 
-def _translate_batched(args, translator, reverse) -> None:
+def _translate_batched(args, translator, options, reverse) -> None:
     """Every GROUP_LINES lines translated and written; --output goes through attnmt.runtime.safe_write (a file: a
     temporary file renamed at the end, so that a failed run leaves no partial file; a pipe or a device:
     written to directly)."""
@@ -55,17 +55,16 @@ def _translate_batched(args, translator, reverse) -> None:
     with open_output(args.output, overwrite=args.overwrite) if args.output else contextlib.nullcontext(
             sys.stdout) as out:
         in_groups(read_input(args.input), GROUP_LINES, lambda group, first: _write_translations(
-            out, _translate_lines(args, translator, reverse, group, first), first, args))
+            out, _translate_lines(args, translator, options, reverse, group, first), first, args, options.n_best))
 
 
-def _translate_lines(args, translator, reverse, sentences: list[str], first: int) -> list:
-    """translate's translations (and links, with --alignments) of ``sentences``, line ``first`` + 1 onwards."""
+def _translate_lines(args, translator, options, reverse, sentences: list[str], first: int) -> list:
+    """translate's translations (and links, with --alignments) of ``sentences``, line ``first`` + 1 onwards, decoded
+    with ``options``."""
     from attnmt.decode.inputs import InputRefused
 
     try:
-        translations = translator.translate(sentences, beam=args.beam, n_best=args.n_best,
-                                            workers=workers(args, translator), stopping=args.stopping,
-                                            **decoding(args))
+        translations = translator.translate(sentences, options=options)
     except InputRefused as e:
         raise e.at(args.input if args.input and args.input != "-" else "<stdin>", first) from None
     if args.alignments:
@@ -76,19 +75,19 @@ def _translate_lines(args, translator, reverse, sentences: list[str], first: int
     return translations
 
 
-def _write_translations(out, translations: list, first: int, args) -> None:
+def _write_translations(out, translations: list, first: int, args, n_best: int) -> None:
     from attnmt.align import format_links
 
     for i, tr in enumerate(translations, start=first):
         links = f" ||| {format_links(tr.alignment)}" if args.alignments else ""
-        if args.n_best > 1:
+        if n_best > 1:
             for option in tr.n_best or [tr]:
                 out.write(f"{i} ||| {option.text} ||| {option.score:.4f}{links if option is tr else ''}\n")
         else:
             out.write(tr.text + links + "\n")
 
 
-def _translate_live(args, translator, reverse) -> None:
+def _translate_live(args, translator, options, reverse) -> None:
     """Each group translated, written and flushed as soon as it is read (attnmt.decode.interactive): every --buffer N
     lines; without --buffer, a terminal's every line, a pipe's lines that are ready (up to GROUP_LINES)."""
     from attnmt.decode.interactive import in_groups, live_lines, ready_groups
@@ -100,11 +99,11 @@ def _translate_live(args, translator, reverse) -> None:
     with contextlib.ExitStack() as outputs:
         def handle(group: list[str], first: int) -> None:
             nonlocal out
-            translations = _translate_lines(args, translator, reverse, group, first)
+            translations = _translate_lines(args, translator, options, reverse, group, first)
             if out is None:  # opened with the first output (attnmt.runtime.safe_write: a file is complete at the end)
                 out = (outputs.enter_context(open_output(args.output, overwrite=args.overwrite)) if args.output
                        else sys.stdout)
-            _write_translations(out, translations, first, args)
+            _write_translations(out, translations, first, args, options.n_best)
             out.flush()
 
         try:
@@ -129,7 +128,7 @@ def cmd_evaluate(args) -> None:
     for path in (args.json, args.output):  # before the work, not after it
         if path:
             refuse_overwrite(Path(path), args.overwrite)
-    if args.n_best > 1 and not args.output:
+    if (args.n_best or 1) > 1 and not args.output:
         raise UserError("evaluate: --n-best writes N hypotheses per sentence to --output FILE; add --output")
     if args.output:
         given = (("--src", args.src), ("--ref", args.ref), ("--json", args.json))
@@ -140,11 +139,10 @@ def cmd_evaluate(args) -> None:
     translator = load_translator(args)
     translator.max_src_tokens = MAX_SOURCE_TOKENS
     try:
-        report = evaluate_translator(translator, args.src, args.ref, beam=args.beam, tokenize=args.tokenize,
-                                     lowercase=args.lowercase, workers=workers(args, translator),
-                                     stopping=args.stopping, length_unit=args.length_unit,
-                                     length_edges=args.length_edges, bootstrap=args.bootstrap,
-                                     output=args.output, n_best=args.n_best, **decoding(args))
+        report = evaluate_translator(translator, args.src, args.ref, tokenize=args.tokenize, lowercase=args.lowercase,
+                                     length_unit=args.length_unit, length_edges=args.length_edges,
+                                     bootstrap=args.bootstrap, output=args.output,
+                                     options=decode_options(args, translator))
     except InputRefused as e:
         raise e.at(args.src) from None
     print(report.render())
@@ -182,11 +180,11 @@ def cmd_plot_attention(args) -> None:
 def register(sub) -> None:
     """Add this module's commands to the `attnmt` parser."""
     p = sub.add_parser("translate", help="translate sentences (stdin or --input), one per line")
-    add_model_args(p, ensemble=True)
-    add_decode_args(p)
+    add_model_args(p, ensemble=True, beam=False)
+    add_decode_args(p, helps={"n_best": "print the N best hypotheses as 'i ||| text ||| score' (with --sample: N "
+                                        "samples)"})
     p.add_argument("--input", help="input file (default: stdin)")
     p.add_argument("--output", help="output file (default: stdout)")
-    p.add_argument("--n-best", type=int, default=1, help="print the N best hypotheses as 'i ||| text ||| score'")
     p.add_argument("--buffer", type=int, default=None, metavar="N",
                    help="translate N lines at a time and flush each group's output as soon as it is read "
                         "(default: a terminal line by line; a pipe in groups of the lines ready, up to 1,000, each "
@@ -202,8 +200,10 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_translate)
 
     p = sub.add_parser("evaluate", help="BLEU, chrF and TER (sacreBLEU) of a model on a test set, also by length")
-    add_model_args(p, ensemble=True)
-    add_decode_args(p)
+    add_model_args(p, ensemble=True, beam=False)
+    add_decode_args(p, helps={"n_best": "--output: write the N best hypotheses of each sentence as 'i ||| text ||| "
+                                        "score' (i from 0, best first), as translate --n-best; the scores are the "
+                                        "best's (default 1)"})
     p.add_argument("--src", required=True, help="source sentences")
     p.add_argument("--ref", required=True, help="reference translations")
     p.add_argument("--tokenize", default="13a", help="sacreBLEU tokenizer (13a, none, zh, intl, ...)")
@@ -220,9 +220,6 @@ def register(sub) -> None:
     p.add_argument("--output", metavar="FILE",
                    help="also write the translations to FILE, one detokenized line per sentence (the JSON names "
                         "the file)")
-    p.add_argument("--n-best", type=int, default=1, metavar="N",
-                   help="--output: write the N best hypotheses of each sentence as 'i ||| text ||| score' (i from "
-                        "0, best first), as translate --n-best; the scores are the best's (default 1)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --json or --output file")
     p.set_defaults(func=cmd_evaluate)
 

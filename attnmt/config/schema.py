@@ -11,33 +11,32 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Optional
 
 import yaml
 
+from attnmt.config.bounds import (
+    MAX_COLUMN,
+    MAX_COUNT,
+    MAX_HEADS,
+    MAX_KEPT,
+    MAX_LAYERS,
+    MAX_SEED,
+    MAX_STEPS,
+    MAX_TOKENS,
+    MAX_VOCAB,
+    MAX_WORKERS,
+    MIN_VOCAB,
+)
 from attnmt.config.registry import Registry
 from attnmt.config.typed import apply_overrides, build, check_declared, check_range, coerce, ranged
 from attnmt.config.yaml_input import read_yaml
+from attnmt.decode.options import DecodeOptions, config_key, from_config, option_fields
 from attnmt.errors import UserError
 from attnmt.runtime.safe_write import write_text
-
-# The upper bounds of the numeric keys: far beyond any real run, and small enough that no value overflows the
-# integer types that torch, numpy and the token store put them in. Sizes of the model beyond what the machine's
-# memory holds are refused with an estimate of that memory (ModelConfig.check_size).
-MAX_COUNT = 10**12  # sentences, tokens per batch, pairs held out or sampled
-MAX_STEPS = 10**12  # steps, epochs, validations
-MAX_TOKENS = 1_000_000  # tokens of one sentence or output
-MIN_VOCAB, MAX_VOCAB = 8, 10_000_000  # MIN_VOCAB: the special tokens and a few words
-MAX_COLUMN = 1_000  # TSV columns
-MAX_WORKERS = 4096  # processes and threads
-MAX_KEPT = 10_000  # checkpoints kept
-MAX_LAYERS = 1_000
-MAX_HEADS = 4096
-MAX_WIDTH = 2**24  # embedding, hidden and feed-forward sizes
-MAX_BEAM = 100
-MAX_SEED = 2**32 - 1  # numpy's seeds are 32-bit
 
 
 @dataclass
@@ -310,37 +309,25 @@ class TrainConfig:
                             "sentences decoded: set train.valid_bleu_sample > 0, or use loss")
 
 
-STOPPING_RULES = ("exact", "early")  # beam search's rules for ending a sentence (attnmt.decode.search.beam_search)
+def _check_decode(self) -> None:
+    check_declared(self, "decode.")
+    check_range("decode.min_len", self.min_len, 0, self.max_len_cap)
 
 
-@dataclass
-class DecodeConfig:
-    """Search settings used by validation, `translate` and `evaluate` unless overridden."""
+def _decode_section() -> type:
+    """The config's decode section: the decoding options that have a config key (attnmt.decode.options), with
+    their defaults, ranges and help, under their keys; ``options(**given)`` gives the DecodeOptions they set."""
+    types = typing.get_type_hints(DecodeOptions)
+    fields = [(config_key(f), types[f.name], field(default=f.default, metadata=f.metadata))
+              for f in option_fields("config")]
+    return dataclasses.make_dataclass("DecodeConfig", fields, namespace={
+        "__module__": __name__, "__post_init__": _check_decode, "options": from_config,
+        "__doc__": "Decoding settings used by validation, `translate`, `evaluate` and the server unless a call, a "
+                   "flag or a request gives its own: the decoding options of attnmt.decode.options that have a "
+                   "config key."})
 
-    beam: int = ranged(5, 1, MAX_BEAM)
-    length_penalty: float = ranged(1.0, 0.0, 10.0)  # GNMT alpha; 0 disables
-    # GNMT beta (Wu et al. 2016): beam search adds beta * sum_j log(min(attention received by source word j, 1))
-    # to each finished hypothesis's score, so outputs that leave source words unread lose; 0 disables.
-    # Models without attention (seq2seq) have no coverage: it does not apply to them.
-    coverage_penalty: float = ranged(0.0, 0.0, 10.0)
-    max_len_a: float = ranged(1.5, 0.0, 100.0)  # maximum output length = a * source length + b
-    max_len_b: int = ranged(10, 0, MAX_TOKENS)
-    max_len_cap: Optional[int] = ranged(None, 1, MAX_TOKENS)  # absolute cap on the output length
-    batch_size: int = ranged(64, 1, MAX_COUNT)  # at most this many sentences per decoding batch (of similar lengths)
-    # beam search: "exact" stops a sentence when no live hypothesis can still win; "early" judges the live
-    # ones as if they ended now (fewer steps, as Hugging Face's early_stopping=False; see search.beam_search)
-    stopping: Literal["exact", "early"] = "exact"  # = STOPPING_RULES
-    # CPU only: processes of one thread each that decode batches in parallel (attnmt.decode.parallel), for
-    # `attnmt translate` and `evaluate`; validation during training and the server decode in their own process
-    workers: int = ranged(1, 1, MAX_WORKERS)
-    # no </s> before this many output tokens (or the sentence's maximum, if lower); attnmt.decode.constraints
-    min_len: int = ranged(0, 0, MAX_TOKENS)
-    # N > 0: no N-gram occurs twice in an output (0: off); attnmt.decode.constraints
-    no_repeat_ngram: int = ranged(0, 0, MAX_TOKENS)
 
-    def __post_init__(self) -> None:
-        check_declared(self, "decode.")
-        check_range("decode.min_len", self.min_len, 0, self.max_len_cap)
+DecodeConfig = _decode_section()
 
 
 @dataclass

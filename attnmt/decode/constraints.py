@@ -16,32 +16,42 @@ Both work on the hypotheses' tokens so far (``tokens`` [N, t], row r the hypothe
   tokens, each with its own log prob, so the output starts with the prefix and goes on with the best
   continuation the search finds (the explorer's "what if"). The length limits then count the tokens after
   the prefix: the maximum output length and ``min_len`` are moved on by its length (:func:`length_limits`).
+
+The settings are decoding options (:class:`attnmt.decode.options.DecodeOptions`, which checks their ranges); a
+search takes them as keyword arguments (``beam_search(..., min_len=3)``, :func:`constraints_of` of the options) and
+hands them here as the options they make (:func:`constraint_options`). A new constraint is a field there, its name in
+``CONSTRAINTS`` and its rule in :func:`apply_constraints`: the searches pass it on unread.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 import torch
 from torch import Tensor
 
 from attnmt.config.special import BOS_ID, EOS_ID, PAD_ID
+from attnmt.decode.options import DecodeOptions
 from attnmt.errors import UserError
 
-__all__ = ["check_constraints", "min_lengths", "apply_constraints", "prefix_table", "length_limits", "apply_prefix",
-           "check_prefix"]
+__all__ = ["CONSTRAINTS", "constraints_of", "constraint_options", "min_lengths", "apply_constraints", "prefix_table",
+           "length_limits", "apply_prefix", "check_prefix"]
+
+CONSTRAINTS = ("min_len", "no_repeat_ngram")  # the decoding options this module applies
 
 
-def check_constraints(min_len: int, no_repeat_ngram: int, max_len_cap: int | None = None) -> None:
-    """A UserError for a negative value, or a minimum length that the length cap makes impossible."""
-    if min_len < 0:
-        raise UserError(f"min_len={min_len} is out of range; allowed: 0 (no minimum) or more output tokens")
-    if no_repeat_ngram < 0:
-        raise UserError(f"no_repeat_ngram={no_repeat_ngram} is out of range; allowed: 0 (off) or an n-gram size "
-                        ">= 1")
-    if max_len_cap is not None and min_len > max_len_cap:
-        raise UserError(f"min_len={min_len} is above the maximum output length {max_len_cap} (max_len_cap); "
-                        "lower the minimum or raise the maximum")
+def constraints_of(options: DecodeOptions) -> dict[str, Any]:
+    """The constraints that ``options`` sets, as a search takes them (``greedy_search(..., **constraints_of(o))``)."""
+    return {name: getattr(options, name) for name in CONSTRAINTS}
+
+
+def constraint_options(constraints: Mapping[str, Any]) -> DecodeOptions:
+    """A search's keyword constraints as the decoding options they make, checked (a value out of range is a
+    UserError naming it); a name that is no constraint is a TypeError."""
+    for name in constraints:
+        if name not in CONSTRAINTS:
+            raise TypeError(f"search: {name!r} is not a constraint; the constraints: {', '.join(CONSTRAINTS)}")
+    return DecodeOptions(**constraints)
 
 
 def min_lengths(max_lens: Tensor, min_len: int) -> Tensor | None:
@@ -54,18 +64,18 @@ def min_lengths(max_lens: Tensor, min_len: int) -> Tensor | None:
     return max_lens.clamp(max=min_len)
 
 
-def apply_constraints(log_probs: Tensor, tokens: Tensor, min_lens: Tensor | None, no_repeat_ngram: int) -> Tensor:
+def apply_constraints(log_probs: Tensor, tokens: Tensor, min_lens: Tensor | None, options: DecodeOptions) -> Tensor:
     """Ban, in place, EOS on rows shorter than their minimum and the tokens that would repeat an n-gram.
 
     ``log_probs`` [N, V]; ``tokens`` [N, t] the tokens generated so far (no BOS); ``min_lens`` [N] per row
-    (or None). Returns ``log_probs``.
+    (or None; :func:`length_limits`); ``options``: the constraints. Returns ``log_probs``.
     """
     step = tokens.size(1)
     if min_lens is not None:
         short = min_lens > step
         if bool(short.any()):
             log_probs[short, EOS_ID] = float("-inf")
-    n = no_repeat_ngram
+    n = options.no_repeat_ngram
     if n > 0 and step >= n:
         windows = tokens.unfold(1, n, 1)  # [N, step - n + 1, n]: every n-gram the hypothesis holds
         prefix = tokens[:, step - n + 1:]  # [N, n - 1]: what the next token would complete
@@ -74,7 +84,6 @@ def apply_constraints(log_probs: Tensor, tokens: Tensor, min_lens: Tensor | None
         if rows.numel():
             log_probs[rows, windows[rows, at, n - 1]] = float("-inf")
     return log_probs
-
 
 
 def prefix_table(prefix: Sequence[Sequence[int]] | None, batch_size: int, device: torch.device) -> Tensor | None:
@@ -95,13 +104,14 @@ def prefix_table(prefix: Sequence[Sequence[int]] | None, batch_size: int, device
     return table.to(device)
 
 
-def length_limits(max_lens: Sequence[int], min_len: int, prefix: Tensor | None,
+def length_limits(max_lens: Sequence[int], options: DecodeOptions, prefix: Tensor | None,
                   device: torch.device) -> tuple[list[int], Tensor, Tensor | None]:
-    """Per sentence the most output tokens (a list and a tensor) and the fewest before EOS (None: no minimum),
-    both moved on by the length of the sentence's forced prefix (``prefix`` from :func:`prefix_table`)."""
+    """Per sentence the most output tokens (a list and a tensor) and the fewest before EOS (None: no minimum,
+    ``options.min_len``), both moved on by the length of the sentence's forced prefix (``prefix`` from
+    :func:`prefix_table`)."""
     lengths = [0] * len(max_lens) if prefix is None else (prefix >= 0).sum(1).tolist()
     longest = [m + n for m, n in zip(max_lens, lengths)]
-    fewest = min_lengths(torch.tensor(list(max_lens), device=device), min_len)
+    fewest = min_lengths(torch.tensor(list(max_lens), device=device), options.min_len)
     if fewest is not None and prefix is not None:
         fewest = fewest + torch.tensor(lengths, device=device)
     return longest, torch.tensor(longest, device=device), fewest
@@ -121,9 +131,10 @@ def apply_prefix(log_probs: Tensor, wanted: Tensor) -> Tensor:
     return log_probs
 
 
-def check_prefix(prefix: Sequence[int], no_repeat_ngram: int) -> None:
-    """A UserError for a forced prefix that repeats an n-gram ``no_repeat_ngram`` forbids (no output could keep it)."""
-    n = no_repeat_ngram
+def check_prefix(prefix: Sequence[int], options: DecodeOptions) -> None:
+    """A UserError for a forced prefix that repeats an n-gram ``options.no_repeat_ngram`` forbids (no output could
+    keep it)."""
+    n = options.no_repeat_ngram
     seen = set()
     for start in range(len(prefix) - n + 1 if n > 0 else 0):
         gram = tuple(prefix[start:start + n])

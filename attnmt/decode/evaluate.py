@@ -389,24 +389,24 @@ def read_test_set(src_path, ref_path) -> list[tuple[str, str]]:
     return pairs
 
 
-def evaluate_translator(translator, src_path, ref_path, beam: int | None = None, tokenize: str = "13a",
-                        lowercase: bool = False, workers: int = 1,
-                        stopping: str | None = None, length_unit: str = "tokens",
-                        length_edges: Sequence[int] | None = None, bootstrap: int = 0,
-                        output: str | Path | None = None, n_best: int = 1,
-                        **options) -> EvaluationReport:
+def evaluate_translator(translator, src_path, ref_path, tokenize: str = "13a", lowercase: bool = False,
+                        length_unit: str = "tokens", length_edges: Sequence[int] | None = None, bootstrap: int = 0,
+                        output: str | Path | None = None, options=None, **given) -> EvaluationReport:
     """Translate a test set with a loaded model and score it against the references.
 
     BLEU by source length counts ``length_unit`` ("tokens" of the model's source tokenizer, or
     whitespace-separated "words", as the studies do) in buckets ``[edges[k], edges[k+1])`` (chosen
     from the data when ``length_edges`` is None), each with a percentile bootstrap interval from
-    ``bootstrap`` resamples when it is above 0. ``workers``, ``stopping`` and ``options``
-    (min_len, no_repeat_ngram, max_len, sampling): as in :meth:`attnmt.decode.translator.Translator.translate`.
+    ``bootstrap`` resamples when it is above 0. The decoding options (``options`` and the keyword ones, such as
+    ``beam``, ``n_best``, ``workers``, ``sampling``): as in :meth:`attnmt.decode.translator.Translator.translate`.
     ``output``: also write the hypotheses there (:func:`write_hypotheses`, ``n_best`` per sentence);
     the scores are those of the best one.
     """
     import time
 
+    from attnmt.decode.sampling import Sampling
+
+    options = translator.decode_options(options, **given)
     pairs = read_test_set(src_path, ref_path)
     if not pairs:
         raise UserError(f"{src_path} is empty; pass a test set with at least one sentence")
@@ -420,25 +420,24 @@ def evaluate_translator(translator, src_path, ref_path, beam: int | None = None,
         lengths = [max(len(s.split()), 1) for s in sources]
         check_length_edges(length_edges, lengths, length_unit, src_path)
     started = time.perf_counter()
-    translations = translator.translate(sources, beam=beam, n_best=n_best, workers=workers, stopping=stopping,
-                                        **options)
+    translations = translator.translate(sources, options=options)
     seconds = time.perf_counter() - started
     hypotheses = [t.text for t in translations]
     if length_unit == "tokens":
         lengths = [max(len(t.src_tokens), 1) for t in translations]
         check_length_edges(length_edges, lengths, length_unit, src_path)
     if output is not None:  # once nothing can fail: a refused run leaves no file behind
-        write_hypotheses(output, translations, n_best)
+        write_hypotheses(output, translations, options.n_best)
     return EvaluationReport(
         scores=corpus_scores(hypotheses, references, tokenize=tokenize, lowercase=lowercase),
         buckets=bleu_by_length(lengths, hypotheses, references, edges=length_edges, tokenize=tokenize,
                                lowercase=lowercase, bootstrap=bootstrap),
         n_sentences=len(pairs),
-        beam=translator.config.decode.beam if beam is None else beam,
+        beam=options.beam,
         seconds=seconds,
         **dict(zip(("ter", "ter_signature"), corpus_ter(hypotheses, references, lowercase=lowercase))),
-        sampling=None if options.get("sampling") is None else str(options["sampling"]),
+        sampling=str(Sampling.of(options)) if options.sample else None,
         length_unit=length_unit,
         output=None if output is None else str(output),
-        n_best=n_best,
+        n_best=options.n_best,
     )

@@ -13,49 +13,46 @@ A sample's ``log_prob`` and ``score`` are those of the model (before temperature
 fairseq, so that samples rank like any other hypothesis. Sampling runs batched like greedy search
 (:func:`attnmt.decode.search.left_to_right`): ``n`` samples of a sentence are ``n`` rows of the batch. Draws
 come from one ``torch.Generator`` per call, so a seed fixes the samples of a batch.
+
+The settings are decoding options (``sample``, ``top_k``, ``top_p``, ``temperature``, ``seed`` of
+:class:`attnmt.decode.options.DecodeOptions`, with their defaults and ranges); :class:`Sampling` holds the four
+of them alone.
 """
 
 from __future__ import annotations
 
-import math
+import dataclasses
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
 
+from attnmt.decode.options import DecodeOptions
 from attnmt.decode.search import Hypothesis, left_to_right
 from attnmt.errors import UserError
 
-__all__ = ["MAX_SEED", "MAX_TEMPERATURE", "MIN_TEMPERATURE", "Sampling", "filter_logits", "sample_search"]
-
-# Batch b of a translate call draws from a generator seeded with (seed << 20) + b, which must fit
-# torch's 64-bit seed; a temperature outside this range turns the scores into inf or NaN in float32
-# (0.01 is already all but greedy, 100 all but uniform).
-MAX_SEED = 2**44 - 1
-MIN_TEMPERATURE, MAX_TEMPERATURE = 0.01, 100.0
+__all__ = ["Sampling", "filter_logits", "sample_search"]
 
 
 @dataclass(frozen=True)
 class Sampling:
-    """How tokens are drawn: temperature, then top-k (0: all), then top-p (1.0: all); ``seed`` fixes them."""
+    """How tokens are drawn: temperature, then top-k (0: all), then top-p (1.0: all); ``seed`` fixes them. The
+    sampling options of :class:`attnmt.decode.options.DecodeOptions` alone: their defaults, and their ranges
+    checked there."""
 
-    top_k: int = 0
-    top_p: float = 1.0
-    temperature: float = 1.0
-    seed: int = 0
+    top_k: int = DecodeOptions.top_k
+    top_p: float = DecodeOptions.top_p
+    temperature: float = DecodeOptions.temperature
+    seed: int = DecodeOptions.seed
 
     def __post_init__(self) -> None:
-        if self.top_k < 0:
-            raise UserError(f"top_k={self.top_k} is out of range; allowed: 0 (no cut) or more tokens")
-        if not 0.0 < self.top_p <= 1.0:
-            raise UserError(f"top_p={self.top_p} is out of range; allowed: > 0 and <= 1 (a share of the "
-                            "probability mass)")
-        if not (math.isfinite(self.temperature) and MIN_TEMPERATURE <= self.temperature <= MAX_TEMPERATURE):
-            raise UserError(f"temperature={self.temperature} is out of range; allowed: {MIN_TEMPERATURE} to "
-                            f"{MAX_TEMPERATURE:g} (1 = the model's distribution)")
-        if not 0 <= self.seed <= MAX_SEED:
-            raise UserError(f"seed={self.seed} is out of range; allowed: 0 to {MAX_SEED} (2**44 - 1)")
+        DecodeOptions(sample=True, beam=1, **dataclasses.asdict(self))
+
+    @classmethod
+    def of(cls, options: DecodeOptions) -> "Sampling":
+        """The sampling settings of ``options``."""
+        return cls(**{f.name: getattr(options, f.name) for f in dataclasses.fields(cls)})
 
 
 def filter_logits(log_probs: Tensor, sampling: Sampling) -> Tensor:
@@ -88,18 +85,16 @@ def _sampler(sampling: Sampling, generator: torch.Generator):
 
 @torch.inference_mode()
 def sample_search(model, src: Tensor, src_len: Tensor, n_samples: int = 1, sampling: Sampling = Sampling(),
-                  generator: torch.Generator | None = None, max_len_a: float = 1.5, max_len_b: float = 10,
-                  max_len_cap: int | None = None, length_penalty: float = 1.0, min_len: int = 0,
-                  no_repeat_ngram: int = 0, prefix: Sequence[Sequence[int]] | None = None) -> list[list[Hypothesis]]:
+                  generator: torch.Generator | None = None, **settings: Any) -> list[list[Hypothesis]]:
     """Per sentence ``n_samples`` sampled hypotheses, best score first (equal scores: in finishing order).
 
     ``generator`` (default: a new one seeded with ``sampling.seed``, on the source's device) supplies the
-    random draws; the other arguments are those of :func:`attnmt.decode.search.greedy_search`.
+    random draws; the ``settings`` are the keyword arguments of :func:`attnmt.decode.search.greedy_search`
+    (length limits, length penalty, prefix, constraints).
     """
     if n_samples < 1:
         raise UserError(f"n_samples={n_samples} is out of range; allowed: 1 or more samples per sentence")
     if generator is None:
         generator = torch.Generator(device=src.device).manual_seed(sampling.seed)
-    results = left_to_right(model, src, src_len, _sampler(sampling, generator), n_samples, max_len_a, max_len_b,
-                            max_len_cap, length_penalty, min_len, no_repeat_ngram, prefix)
+    results = left_to_right(model, src, src_len, _sampler(sampling, generator), n_samples, **settings)
     return [sorted(hyps, key=lambda h: h.score, reverse=True) for hyps in results]

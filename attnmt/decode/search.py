@@ -24,8 +24,10 @@ Conventions shared by both searches:
   columns trimmed to the sentence's real source length), on the CPU; ``None`` for a model whose
   ``decode_step`` returns no attention.
 * The model runs in eval mode during the search; its previous mode is restored afterwards.
-* ``prefix`` (token ids per sentence) forces the output's first tokens (:mod:`attnmt.decode.constraints`); beam
-  search's ``record`` (an :class:`attnmt.decode.beam_tree.BeamTree`) records its tree as it goes.
+* ``prefix`` (token ids per sentence) forces the output's first tokens, and the keyword ``constraints``
+  (``min_len=...`` and the others of :data:`attnmt.decode.constraints.CONSTRAINTS`) ban tokens, in every search
+  (:mod:`attnmt.decode.constraints`); beam search's ``record`` (an :class:`attnmt.decode.beam_tree.BeamTree`)
+  records its tree as it goes.
 """
 
 from __future__ import annotations
@@ -38,9 +40,9 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 import torch
 from torch import Tensor
 
-from attnmt.config.schema import STOPPING_RULES
 from attnmt.config.special import BOS_ID, EOS_ID, PAD_ID
-from attnmt.decode.constraints import apply_constraints, apply_prefix, check_constraints, length_limits, prefix_table
+from attnmt.decode.constraints import apply_constraints, apply_prefix, constraint_options, length_limits, prefix_table
+from attnmt.decode.options import STOPPING_RULES, DecodeOptions
 from attnmt.errors import UserError
 from attnmt.models.protocols import TranslationModel
 
@@ -198,17 +200,17 @@ def _check_inputs(src: Tensor, src_len: Tensor) -> list[int]:
 
 @torch.inference_mode()
 def greedy_search(model: TranslationModel, src: Tensor, src_len: Tensor, max_len_a: float = 1.5, max_len_b: float = 10,
-                  max_len_cap: int | None = None, length_penalty: float = 1.0, min_len: int = 0,
-                  no_repeat_ngram: int = 0, prefix: Sequence[Sequence[int]] | None = None) -> list[list[Hypothesis]]:
+                  max_len_cap: int | None = None, length_penalty: float = 1.0,
+                  prefix: Sequence[Sequence[int]] | None = None, **constraints: Any) -> list[list[Hypothesis]]:
     """Batched greedy decoding: per sentence a list with its one hypothesis.
 
     ``length_penalty`` only sets ``Hypothesis.score`` (the tokens do not depend on it); it matches
     beam_search's default so that ``beam_search(beam_size=1)`` gives exactly this output. A sentence
-    stops at EOS (or at its maximum length, with a forced EOS) and leaves the batch. ``min_len``,
-    ``no_repeat_ngram``, ``prefix``: :mod:`attnmt.decode.constraints`.
+    stops at EOS (or at its maximum length, with a forced EOS) and leaves the batch. ``prefix`` and the
+    ``constraints`` (``min_len=...``): :mod:`attnmt.decode.constraints`.
     """
     return left_to_right(model, src, src_len, _greedy_choice, 1, max_len_a, max_len_b, max_len_cap, length_penalty,
-                         min_len, no_repeat_ngram, prefix)
+                         prefix, **constraints)
 
 
 def _greedy_choice(log_probs: Tensor) -> tuple[Tensor, Tensor]:
@@ -229,8 +231,8 @@ def _end_rows(results: list[list[Hypothesis]], tok: Tensor, cum: Tensor, sent: T
 @torch.inference_mode()
 def left_to_right(model: TranslationModel, src: Tensor, src_len: Tensor, choose, copies: int = 1,
                   max_len_a: float = 1.5, max_len_b: float = 10, max_len_cap: int | None = None,
-                  length_penalty: float = 1.0, min_len: int = 0, no_repeat_ngram: int = 0,
-                  prefix: Sequence[Sequence[int]] | None = None) -> list[list[Hypothesis]]:
+                  length_penalty: float = 1.0, prefix: Sequence[Sequence[int]] | None = None,
+                  **constraints: Any) -> list[list[Hypothesis]]:
     """One hypothesis per row, extended a token at a time: greedy search, and sampling (attnmt.decode.sampling).
 
     ``choose(log_probs [N, V]) -> (log probs [N], tokens [N])`` picks each row's next token from the step's
@@ -238,14 +240,14 @@ def left_to_right(model: TranslationModel, src: Tensor, src_len: Tensor, choose,
     so its list holds up to ``copies`` hypotheses, in the order they finish (a row whose every token is banned
     ends without one).
     """
-    check_constraints(min_len, no_repeat_ngram)
+    rules = constraint_options(constraints)
     lengths = _check_inputs(src, src_len)
     batch_size = len(lengths)
     if batch_size == 0:
         return []
     device = src.device
     forced = prefix_table(prefix, batch_size, device)
-    _, max_lens, min_lens = length_limits(max_output_lengths(lengths, max_len_a, max_len_b, max_len_cap), min_len,
+    _, max_lens, min_lens = length_limits(max_output_lengths(lengths, max_len_a, max_len_b, max_len_cap), rules,
                                           forced, device)
     results: list[list[Hypothesis]] = [[] for _ in range(batch_size)]
 
@@ -265,8 +267,7 @@ def left_to_right(model: TranslationModel, src: Tensor, src_len: Tensor, choose,
         for step in range(int(max_lens.max()) + 1):
             log_probs, state, alpha = model.decode_step(y_prev, state, enc)
             log_probs = _prepare_log_probs(log_probs, max_lens[sent] == step)
-            if min_lens is not None or no_repeat_ngram:
-                apply_constraints(log_probs, tokens, None if min_lens is None else min_lens[sent], no_repeat_ngram)
+            apply_constraints(log_probs, tokens, None if min_lens is None else min_lens[sent], rules)
             if forced is not None and step < forced.size(1):
                 apply_prefix(log_probs, forced[sent, step])
             best, tok = choose(log_probs)
@@ -332,14 +333,13 @@ class _Beam:
                    torch.full((n,), float("-inf"), device=device), record)
 
     def step_log_probs(self, model: TranslationModel, at_max_len: Tensor, min_lens: Tensor | None,
-                       no_repeat_ngram: int, prefix: Tensor | None, step: int) -> tuple[Tensor, Tensor | None]:
-        """The model's next-token log probs for every row, with the bans and the forced prefix applied; and its
-        attention."""
+                       rules: DecodeOptions, prefix: Tensor | None, step: int) -> tuple[Tensor, Tensor | None]:
+        """The model's next-token log probs for every row, with the bans (``rules``: the constraints) and the forced
+        prefix applied; and its attention."""
         log_probs, self.state, alpha = model.decode_step(self.y_prev, self.state, self.enc)
         log_probs = _prepare_log_probs(log_probs, at_max_len.repeat_interleave(self.width))
-        if min_lens is not None or no_repeat_ngram:
-            row_min = None if min_lens is None else min_lens[self.sent].repeat_interleave(self.width)
-            apply_constraints(log_probs, self.tokens, row_min, no_repeat_ngram)
+        row_min = None if min_lens is None else min_lens[self.sent].repeat_interleave(self.width)
+        apply_constraints(log_probs, self.tokens, row_min, rules)
         if prefix is not None and step < prefix.size(1):
             apply_prefix(log_probs, prefix[self.sent, step].repeat_interleave(self.width))
         return log_probs, alpha
@@ -432,9 +432,9 @@ class _Beam:
 @torch.inference_mode()
 def beam_search(model: TranslationModel, src: Tensor, src_len: Tensor, beam_size: int = 5, n_best: int = 1,
                 length_penalty: float = 1.0, max_len_a: float = 1.5, max_len_b: float = 10,
-                max_len_cap: int | None = None, stopping: str = "exact", min_len: int = 0,
-                no_repeat_ngram: int = 0, coverage_penalty: float = 0.0, prefix: Sequence[Sequence[int]] | None = None,
-                record: BeamTree | None = None) -> list[list[Hypothesis]]:
+                max_len_cap: int | None = None, stopping: str = "exact", coverage_penalty: float = 0.0,
+                prefix: Sequence[Sequence[int]] | None = None, record: BeamTree | None = None,
+                **constraints: Any) -> list[list[Hypothesis]]:
     """Batched beam search: per sentence its ``n_best`` best hypotheses, best score first.
 
     Each step expands the live hypotheses of every sentence and keeps the ``beam_size`` best
@@ -455,13 +455,13 @@ def beam_search(model: TranslationModel, src: Tensor, src_len: Tensor, beam_size
 
     The first step expands each sentence's one empty hypothesis; only then does a sentence hold
     ``beam_size`` rows. With ``beam_size`` 1 this is exactly :func:`greedy_search` (tokens and scores).
-    ``min_len``, ``no_repeat_ngram``, ``prefix``: :mod:`attnmt.decode.constraints` (a banned expansion is never a
-    candidate). ``coverage_penalty`` (GNMT's beta, 0: off) adds ``cp`` (the module docstring) to each finished
+    ``prefix`` and the ``constraints`` (``min_len=...``): :mod:`attnmt.decode.constraints` (a banned expansion is
+    never a candidate). ``coverage_penalty`` (GNMT's beta, 0: off) adds ``cp`` (the module docstring) to each finished
     hypothesis's score: candidates are still ranked by log prob, the penalty decides among finished ones.
     ``record``: an :class:`attnmt.decode.beam_tree.BeamTree` that records the search tree.
     """
     _check_beam_options(beam_size, n_best, stopping, coverage_penalty)
-    check_constraints(min_len, no_repeat_ngram)
+    rules = constraint_options(constraints)
     lengths = _check_inputs(src, src_len)
     batch_size = len(lengths)
     if batch_size == 0:
@@ -469,7 +469,7 @@ def beam_search(model: TranslationModel, src: Tensor, src_len: Tensor, beam_size
     device, K = src.device, beam_size
     forced = prefix_table(prefix, batch_size, device)
     max_len_list, max_lens, min_lens = length_limits(max_output_lengths(lengths, max_len_a, max_len_b, max_len_cap),
-                                                     min_len, forced, device)
+                                                     rules, forced, device)
     # the length-penalty divisor of the longest output each sentence allows (EOS counted)
     lp_longest = torch.tensor([length_penalty_factor(m + 1, length_penalty) for m in max_len_list], device=device)
     finished: list[list[Hypothesis]] = [[] for _ in range(batch_size)]
@@ -477,8 +477,7 @@ def beam_search(model: TranslationModel, src: Tensor, src_len: Tensor, beam_size
     with _eval_mode(model):
         beam = _Beam.start(model, src, src_len, record, prefix)
         for step in range(int(max_lens.max()) + 1):
-            log_probs, alpha = beam.step_log_probs(model, max_lens[beam.sent] == step, min_lens, no_repeat_ngram,
-                                                   forced, step)
+            log_probs, alpha = beam.step_log_probs(model, max_lens[beam.sent] == step, min_lens, rules, forced, step)
             parent, tok = beam.expand(log_probs, alpha, K, step)
             beam.finish(tok, K, finished, n_best, lengths, length_penalty, coverage_penalty)
             done = beam.settled(step, lp_longest, length_penalty, stopping, src_len, coverage_penalty)

@@ -30,7 +30,7 @@ from attnmt.decode.constraints import check_prefix
 from attnmt.decode.forced import eval_mode, force
 from attnmt.decode.inputs import InputRefused, SentenceTooLong, gated_tokens
 from attnmt.decode.search import beam_search
-from attnmt.decode.translation import check_options
+from attnmt.decode.translation import search_arguments
 from attnmt.errors import UserError
 from attnmt.models.attention import Attention
 from attnmt.runtime.threads import threads_for
@@ -86,23 +86,20 @@ def explore(translator, sentence: str, beam: int | None = None, prefix: str | No
         raise UserError("explore reads one model's attention; pass one model folder, not an ensemble")
     if not 1 <= top_k <= MAX_TOP_K:
         raise UserError(f"top_k={top_k} is out of range; allowed: 1 to {MAX_TOP_K}")
-    d = translator.config.decode
-    check_options(beam=beam)  # as translate() checks it
-    beam = d.beam if beam is None else beam
+    options = translator.decode_options(beam=beam)  # as translate() builds and checks them
     src_pieces = gated_tokens([sentence], translator.src.tokens, translator.limits)[0]
     if not src_pieces:
         raise UserError("the sentence is empty; give a sentence to translate")
     forced = prefix_ids(translator, prefix, prefix_tokens)
-    check_prefix(forced, d.no_repeat_ngram)
+    check_prefix(forced, options)
     src_ids = translator.src.vocab.encode(src_pieces)
     recorder = BeamTree() if tree else None
     model = translator.model
     with eval_mode(model), torch.inference_mode(), threads_for(translator.threads):
         batch = collate([(src_ids, None)], [0]).to(translator.device)
-        found = beam_search(model, batch.src, batch.src_len, beam_size=beam, length_penalty=d.length_penalty,
-                            max_len_a=d.max_len_a, max_len_b=d.max_len_b, max_len_cap=d.max_len_cap,
-                            stopping=d.stopping, min_len=d.min_len, no_repeat_ngram=d.no_repeat_ngram,
-                            coverage_penalty=translator.coverage_beta(None), prefix=[forced], record=recorder)[0]
+        found = beam_search(model, batch.src, batch.src_len, beam_size=options.beam, stopping=options.stopping,
+                            coverage_penalty=options.coverage_penalty, prefix=[forced], record=recorder,
+                            **search_arguments(options))[0]
         hyp = found[0] if found else None
         out_ids = hyp.tokens if hyp is not None else []
         steps, attention, annotations = _forced_steps(translator, src_ids, out_ids, top_k, heads)
@@ -122,10 +119,10 @@ def explore(translator, sentence: str, beam: int | None = None, prefix: str | No
         "source": source,
         "output": output,
         "prefix": tgt.vocab.decode(forced),
-        "decode": {"beam": beam, "length_penalty": d.length_penalty, "top_k": top_k},
+        "decode": {"beam": options.beam, "length_penalty": options.length_penalty, "top_k": top_k},
         "steps": steps,
         "attention": None if attention is None else _attention(attention, source["piece_word"]),
-        "beam": None if recorder is None or hyp is None else _tree(recorder, hyp, beam, tgt.vocab),
+        "beam": None if recorder is None or hyp is None else _tree(recorder, hyp, options.beam, tgt.vocab),
         "alternatives": None,
     }
 

@@ -1,32 +1,22 @@
 """What every translator shares (the model folder's, :class:`attnmt.decode.translator.Translator`, and an exported
-model's, :class:`attnmt.export.ct2_translator.CT2Translator`): the Translation it returns, the checks of the decoding
-settings and of a forced prefix, and the batches of similar length. What a translator is given to translate comes
-in through :mod:`attnmt.decode.inputs`, the input gate."""
+model's, :class:`attnmt.export.ct2_translator.CT2Translator`): the Translation it returns, a call's decoding
+options, the forced prefixes, and the batches of similar length. What a translator is given to translate comes in
+through :mod:`attnmt.decode.inputs`, the input gate."""
 
 from __future__ import annotations
 
-import numbers
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from attnmt.config.schema import MAX_BEAM, MAX_COUNT, STOPPING_RULES, DecodeConfig, load_config
-from attnmt.config.typed import Range, declared_range
+from attnmt.config.schema import Config, load_config
 from attnmt.data.batching import token_batches
+from attnmt.decode.constraints import constraints_of
+from attnmt.decode.options import DecodeOptions, with_given
 from attnmt.errors import UserError, closest
-
-# translate()'s numeric options and their ranges, those of the decode.* keys they stand for: the command line's
-# (attnmt.cli.common.OPTION_RANGES)
-DECODING_RANGES: dict[str, Range] = {
-    **{name: declared_range(DecodeConfig, key) for name, key in (
-        ("beam", "beam"), ("length_penalty", "length_penalty"), ("coverage_penalty", "coverage_penalty"),
-        ("min_len", "min_len"), ("no_repeat_ngram", "no_repeat_ngram"), ("max_len", "max_len_cap"),
-        ("workers", "workers"), ("batch_size", "batch_size"))},
-    "n_best": Range(1, MAX_BEAM),  # and at most the beam: check_decoding
-    "batch_tokens": Range(1, MAX_COUNT),
-}
-REAL_OPTIONS = ("length_penalty", "coverage_penalty")  # the others are integers
 
 
 @dataclass
@@ -44,21 +34,29 @@ class Translation:
     alignment: set[tuple[int, int]] | None = None
 
 
-def check_options(**options) -> None:
-    """translate()'s numeric options as given (None: the config's, already checked) checked as the command line
-    checks them: an integer (a number for the penalties), finite and within DECODING_RANGES; else a UserError
-    naming the option and what is allowed."""
-    for name, value in options.items():
-        if value is None:
-            continue
-        allowed, real = DECODING_RANGES[name], name in REAL_OPTIONS
-        if isinstance(value, bool) or not isinstance(value, numbers.Real if real else numbers.Integral):
-            raise UserError(f"{name}={value!r} is not {'a number' if real else 'an integer'}; allowed: "
-                            f"{allowed.describe()}")
-        try:
-            allowed.check(name, float(value) if real else int(value))
-        except UserError as e:
-            raise UserError(str(e).removeprefix("config: ")) from None
+def call_options(config: Config, options: DecodeOptions | None, sampling: Any, given: dict[str, Any],
+                 **instead: Any) -> DecodeOptions:
+    """A translate() call's decoding options (:mod:`attnmt.decode.options`), checked: ``options``, else the model's
+    ``decode.*`` in one process (``workers`` 1: forking is the caller's choice) with ``instead`` where the
+    translator cannot use the config's value; then the keyword options ``given`` on top (None: not given), and
+    ``sampling`` (an :class:`attnmt.decode.sampling.Sampling`: sample with its settings)."""
+    if sampling is not None:
+        settings = {"sample": True, **dataclasses.asdict(sampling)}
+        twice = next((name for name in settings if given.get(name) is not None), None)
+        if twice is not None:
+            raise UserError(f"{twice} is given twice: as {twice}= and in sampling=; give it once")
+        given = {**given, **settings}
+    if options is None:
+        options = config.decode.options(workers=1, **{k: v for k, v in instead.items() if given.get(k) is None})
+    return with_given(options, given)
+
+
+def search_arguments(options: DecodeOptions) -> dict[str, Any]:
+    """The keyword arguments of :func:`attnmt.decode.search.greedy_search` (and of sampling's search) that a call's
+    ``options`` set: the length limits, the length penalty and the constraints. ``beam_search`` takes them beside
+    its own (``beam_size``, ``n_best``, ``stopping``, ``coverage_penalty``)."""
+    return dict(max_len_a=options.max_len_a, max_len_b=options.max_len_b, max_len_cap=options.max_len,
+                length_penalty=options.length_penalty, **constraints_of(options))
 
 
 def prefix_texts(prefix, single: bool, n: int) -> list[str | None] | None:
@@ -72,17 +70,6 @@ def prefix_texts(prefix, single: bool, n: int) -> list[str | None] | None:
             not all(t is None or isinstance(t, str) for t in texts):
         raise UserError("prefix: give a str for one sentence, or a list of one str (or None) per sentence")
     return list(texts)
-
-
-def check_decoding(beam: int, n_best: int, workers: int, stopping: str) -> None:
-    if not 1 <= beam <= MAX_BEAM:
-        raise UserError(f"beam={beam} is out of range; allowed: 1 to {MAX_BEAM}")
-    if not 1 <= n_best <= beam:
-        raise UserError(f"n_best={n_best} is out of range; allowed: 1 to the beam size ({beam})")
-    if workers < 1:
-        raise UserError(f"workers={workers} is out of range; allowed: 1 or more decoding processes")
-    if stopping not in STOPPING_RULES:
-        raise UserError(f"stopping={stopping!r} is not a stopping rule; allowed: {', '.join(STOPPING_RULES)}")
 
 
 def decoding_batches(src_ids: list[list[int]], batch_tokens: int, max_sentences: int | None) -> list[list[int]]:

@@ -20,15 +20,16 @@ from attnmt.decode.inputs import (  # MAX_SOURCE_TOKENS, SentenceTooLong re-expo
     gated_tokens,
     sentence_list,
 )
+from attnmt.decode.options import DecodeOptions, OptionError
 from attnmt.decode.parallel import map_in_processes
 from attnmt.decode.search import beam_search, greedy_search
 from attnmt.decode.translation import (
     Translation,
-    check_decoding,
-    check_options,
+    call_options,
     decoding_batches,
     model_config,
     prefix_texts,
+    search_arguments,
 )
 from attnmt.errors import UserError
 from attnmt.folder.checkpoint import checkpoint_path, load_folder_checkpoint, load_weights
@@ -88,66 +89,66 @@ class Translator:
         return sum(p.numel() for p in self.model.parameters() if p.requires_grad)
 
     @torch.inference_mode()
-    def translate(self, sentences: str | list[str], beam: int | None = None, n_best: int = 1,
-                  length_penalty: float | None = None, batch_tokens: int = 2000, batch_size: int | None = None,
-                  workers: int = 1, stopping: str | None = None, min_len: int | None = None,
-                  no_repeat_ngram: int | None = None, max_len: int | None = None, sampling: "Sampling | None" = None,
-                  coverage_penalty: float | None = None,
-                  prefix: str | list[str | None] | None = None) -> Translation | list[Translation]:
+    def translate(self, sentences: str | list[str], *, options: DecodeOptions | None = None,
+                  prefix: str | list[str | None] | None = None, sampling: "Sampling | None" = None,
+                  **given) -> Translation | list[Translation]:
         """Translate one sentence (a str: one Translation) or a list of them (a list, in the input's order).
 
-        Sentences of similar length are decoded together, at most ``batch_size`` (default
-        ``decode.batch_size``) and ``batch_tokens`` source tokens at a time. On a CPU, ``workers`` > 1
-        forked processes of one thread each decode the batches in parallel
-        (:func:`attnmt.decode.parallel.map_in_processes`); the translations are the same. Forking is the caller's
-        choice (``attnmt translate`` and ``evaluate`` pass ``decode.workers``): a threaded server or a
-        training run must not fork. ``stopping`` (default ``decode.stopping``): beam search's rule for ending a
-        sentence (:func:`attnmt.decode.search.beam_search`). ``min_len``, ``no_repeat_ngram`` (default ``decode.*``):
-        :mod:`attnmt.decode.constraints`; ``max_len``: a cap on the output length (default ``decode.max_len_cap``).
-        ``sampling`` (:class:`attnmt.decode.sampling.Sampling`): draw ``n_best`` samples per sentence instead of
-        searching (no beam), seeded per batch. ``length_penalty``, ``coverage_penalty`` (default ``decode.*``):
-        GNMT's alpha and beta (:mod:`attnmt.decode.search`); the coverage penalty needs a model with attention and
-        applies to beam search. ``prefix``: the start the translation must have (text in the target language; a
-        str for one sentence, a list with a str or None per sentence for a list); the rest is the best
-        continuation found (:mod:`attnmt.decode.constraints`). :meth:`explore` shows a sentence's decoding step by
-        step. A number out of its option's range, or not finite, is a UserError, as on the command line; so is a
-        sentence over :attr:`limits` (:mod:`attnmt.decode.inputs`), before any decoding.
+        The decoding options are keyword arguments (``beam=5``, ``n_best=3``, ``min_len=2``, ...), each
+        :class:`attnmt.decode.options.DecodeOptions` field, which says what it does; one left out (or None) is the
+        model's ``decode.*`` where the config has it, else the field's default. ``options=`` a DecodeOptions is used
+        as it is (:meth:`decode_options` gives the model's with changes), with any keyword options on top.
+        ``sampling`` (:class:`attnmt.decode.sampling.Sampling`) is ``sample=True`` with its settings: ``n_best``
+        samples per sentence instead of a search (no beam), seeded per batch. A value out of its option's range, or
+        not finite, is a UserError, as on the command line; so is a sentence over :attr:`limits`
+        (:mod:`attnmt.decode.inputs`), before any decoding.
+
+        Sentences of similar length are decoded together, at most ``batch_size`` sentences and ``batch_tokens``
+        source tokens at a time. On a CPU, ``workers`` > 1 forked processes of one thread each decode the batches
+        in parallel (:func:`attnmt.decode.parallel.map_in_processes`); the translations are the same. Forking is
+        the caller's choice (``attnmt translate`` and ``evaluate`` pass ``decode.workers``; here it is 1 unless
+        given): a threaded server or a training run must not fork. The coverage penalty needs a model with
+        attention. ``prefix``: the start the translation must have (text in the target language; a str for one
+        sentence, a list with a str or None per sentence for a list); the rest is the best continuation found
+        (:mod:`attnmt.decode.constraints`). :meth:`explore` shows a sentence's decoding step by step.
         """
         single, sentences = isinstance(sentences, str), sentence_list(sentences)
-        check_options(beam=beam, n_best=n_best, length_penalty=length_penalty, coverage_penalty=coverage_penalty,
-                      min_len=min_len, no_repeat_ngram=no_repeat_ngram, max_len=max_len, workers=workers,
-                      batch_size=batch_size, batch_tokens=batch_tokens)
-        d = self.config.decode
-        extra = self._extra_settings(beam, n_best, min_len, no_repeat_ngram, max_len, sampling)
-        extra["coverage_penalty"] = self.coverage_beta(coverage_penalty, sampling)
-        beam = n_best if sampling is not None else d.beam if beam is None else beam
-        length_penalty = d.length_penalty if length_penalty is None else length_penalty
-        stopping = d.stopping if stopping is None else stopping
-        check_decoding(beam, n_best, workers, stopping)  # before any worker starts
+        options = self.decode_options(options, sampling, **given)  # checked before any worker starts
         src_tokens = gated_tokens(sentences, self.src.tokens, self.limits)
         # An empty line still gets a translation (of nothing): keep line counts equal.
         src_ids = [self.src.vocab.encode(toks) for toks in src_tokens]
-        forced = self._prefixes(prefix, single, len(sentences), extra["no_repeat_ngram"])
+        forced = self._prefixes(prefix, single, len(sentences), options)
         results: list[Translation | None] = [
             None if ids else Translation(sentence, "", [], [], None, 0.0) for sentence, ids in zip(sentences, src_ids)]
-        batches = decoding_batches(src_ids, batch_tokens, d.batch_size if batch_size is None else batch_size)
-        search = dict(beam_size=beam, n_best=n_best, length_penalty=length_penalty, max_len_a=d.max_len_a,
-                      max_len_b=d.max_len_b, stopping=stopping, **extra)
+        batches = decoding_batches(src_ids, options.batch_tokens, options.batch_size)
 
         def decode(b: int) -> list[Translation]:
             indices = batches[b]
             batch = collate([(src_ids[i], None) for i in indices], indices).to(self.device)
-            hyps = self._search(batch.src, batch.src_len, batch_index=b,
-                                prefix=[forced[i] for i in indices] if forced else None, **search)
+            hyps = self._search(batch.src, batch.src_len, options, batch_index=b,
+                                prefix=[forced[i] for i in indices] if forced else None)
             return [self._best(sentences[i], src_tokens[i], sentence_hyps) for i, sentence_hyps in zip(indices, hyps)]
 
+        # a GPU is one device: more processes would only queue on it
+        workers = options.workers if self.device.type == "cpu" else 1
         with eval_mode(self.model), threads_for(self.threads):
-            if self.device.type != "cpu":
-                workers = 1  # a GPU is one device: more processes would only queue on it
             for indices, translations in zip(batches, map_in_processes(decode, len(batches), workers)):
                 for i, translation in zip(indices, translations):
                     results[i] = translation
         return results[0] if single else results  # type: ignore[return-value]
+
+    def decode_options(self, options: DecodeOptions | None = None, sampling: "Sampling | None" = None,
+                       **given) -> DecodeOptions:
+        """The decoding options of a translate() call with these arguments, checked: ``options``, else the model's
+        ``decode.*``, with the ``given`` ones on top. The model's coverage penalty does not apply to a model without
+        attention (a config shared with attention models); asked for, it is refused."""
+        options = call_options(self.config, options, sampling, given,
+                               **({} if self.has_attention else {"coverage_penalty": 0.0}))
+        if options.coverage_penalty and not self.has_attention:
+            raise OptionError("coverage_penalty", f"coverage_penalty={options.coverage_penalty}: a {self.model_type} "
+                                                  "model has no attention to measure coverage with; leave it at 0 for "
+                                                  "this model")
+        return options
 
     def _best(self, sentence: str, src_tokens: list[str], hyps) -> Translation:
         """The best of a sentence's hypotheses as a Translation, with all of them as its n-best list."""
@@ -165,7 +166,7 @@ class Translator:
 
         return explore(self, sentence, beam=beam, prefix=prefix, prefix_tokens=prefix_tokens, top_k=top_k)
 
-    def _prefixes(self, prefix, single: bool, n: int, no_repeat_ngram: int) -> list[list[int]] | None:
+    def _prefixes(self, prefix, single: bool, n: int, options: DecodeOptions) -> list[list[int]] | None:
         """Each sentence's forced prefix as target ids (None: no sentence has one); checked (UserError)."""
         from attnmt.decode.constraints import check_prefix
 
@@ -179,57 +180,22 @@ class Translator:
             raise e.named("the prefix" if single else f"the prefix of sentence {e.index + 1}") from None
         ids = [self.tgt.vocab.encode(p) for p in pieces]
         for tokens in ids:
-            check_prefix(tokens, no_repeat_ngram)
+            check_prefix(tokens, options)
         return ids
 
-    def _extra_settings(self, beam, n_best, min_len, no_repeat_ngram, max_len, sampling) -> dict:
-        """The search settings beyond beam and n-best, checked: constraints, the length cap, sampling."""
-        from attnmt.decode.constraints import check_constraints
+    def _search(self, src, src_len, options: DecodeOptions, prefix=None, batch_index: int = 0):
+        """The search the options ask for: sampling, greedy or beam search."""
+        settings = dict(search_arguments(options), prefix=prefix)
+        if options.sample:  # a generator per batch: the same samples in any worker process
+            from attnmt.decode.sampling import Sampling, sample_search
 
-        d = self.config.decode
-        extra = dict(min_len=d.min_len if min_len is None else min_len,
-                     no_repeat_ngram=d.no_repeat_ngram if no_repeat_ngram is None else no_repeat_ngram,
-                     max_len_cap=d.max_len_cap if max_len is None else max_len, sampling=sampling)
-        if max_len is not None and max_len < 1:
-            raise UserError(f"max_len={max_len} is out of range; allowed: 1 or more output tokens")
-        check_constraints(extra["min_len"], extra["no_repeat_ngram"], extra["max_len_cap"])
-        if sampling is not None and beam not in (None, 1):
-            raise UserError(f"beam={beam} with sampling: sampling draws each token and beam search keeps the best "
-                            "ones; use one of them")
-        if sampling is not None and not 1 <= n_best <= 100:
-            raise UserError(f"n_best={n_best} is out of range; allowed: 1 to 100 samples per sentence")
-        return extra
-
-    def coverage_beta(self, coverage_penalty: float | None, sampling=None) -> float:
-        """The coverage penalty to search with: asked for (or decode.coverage_penalty), and checked (UserError).
-
-        0 where it does not apply: with sampling, or for a model without attention when it comes from the config."""
-        given = coverage_penalty is not None
-        beta = self.config.decode.coverage_penalty if coverage_penalty is None else coverage_penalty
-        if beta < 0:
-            raise UserError(f"coverage_penalty={beta} is out of range; allowed: 0 (off) or more, e.g. 0.2")
-        if beta and not self.has_attention:
-            if given:
-                raise UserError(f"coverage_penalty={beta}: a {self.model_type} model has no attention to measure "
-                                "coverage with; leave it at 0 for this model")
-            return 0.0  # decode.coverage_penalty of a config shared with attention models
-        if beta and sampling is not None and given:
-            raise UserError("coverage_penalty with sampling: the penalty ranks the finished hypotheses of beam "
-                            "search; leave it out to sample")
-        return 0.0 if sampling is not None else beta
-
-    def _search(self, src, src_len, beam_size: int, n_best: int, stopping: str, sampling=None, batch_index: int = 0,
-                coverage_penalty: float = 0.0, **kwargs):
-        if sampling is not None:  # a generator per batch: the same samples in any worker process
-            from attnmt.decode.sampling import sample_search
-
-            generator = torch.Generator(device=src.device).manual_seed((sampling.seed << 20) + batch_index)
-            return sample_search(self.model, src, src_len, n_samples=n_best, sampling=sampling, generator=generator,
-                                 **kwargs)
-        if beam_size == 1 and n_best == 1 and not coverage_penalty:  # the same output as beam search's, faster
-            return greedy_search(self.model, src, src_len, **kwargs)
-        return beam_search(self.model, src, src_len, beam_size=beam_size, n_best=n_best, stopping=stopping,
-                           coverage_penalty=coverage_penalty, **kwargs)
+            generator = torch.Generator(device=src.device).manual_seed((options.seed << 20) + batch_index)
+            return sample_search(self.model, src, src_len, n_samples=options.n_best, sampling=Sampling.of(options),
+                                 generator=generator, **settings)
+        if options.beam == 1 and options.n_best == 1 and not options.coverage_penalty:  # beam search's output, faster
+            return greedy_search(self.model, src, src_len, **settings)
+        return beam_search(self.model, src, src_len, beam_size=options.beam, n_best=options.n_best,
+                           stopping=options.stopping, coverage_penalty=options.coverage_penalty, **settings)
 
     def _translation(self, source: str, src_tokens: list[str], hyp) -> Translation:
         attention = hyp.attention.float().cpu().numpy() if hyp.attention is not None else None

@@ -28,11 +28,11 @@ import numpy as np
 from attnmt.config.special import EOS
 from attnmt.data.dataset import load_processors
 from attnmt.decode.inputs import InputLimits, InputRefused, gated_tokens, sentence_list
+from attnmt.decode.options import DecodeOptions, OptionError
 from attnmt.decode.search import length_penalty_factor, max_output_lengths
 from attnmt.decode.translation import (
     Translation,
-    check_decoding,
-    check_options,
+    call_options,
     decoding_batches,
     model_config,
     prefix_texts,
@@ -87,44 +87,30 @@ class CT2Translator:
     def parameter_count(self) -> int:
         return int(self.export.get("parameters", 0))
 
-    def coverage_beta(self, coverage_penalty: float | None, sampling=None) -> float:
-        if coverage_penalty:
-            raise UserError("coverage_penalty: an exported (CTranslate2) model has no coverage penalty; leave it "
-                            "at 0 or translate with the attnmt model folder")
-        return 0.0
+    def decode_options(self, options: DecodeOptions | None = None, sampling=None, **given) -> DecodeOptions:
+        """As :meth:`attnmt.decode.translator.Translator.decode_options`; what CTranslate2 cannot do is a UserError
+        (the model's decode.coverage_penalty does not apply)."""
+        options = call_options(self.config, options, sampling, given, coverage_penalty=0.0)
+        if options.coverage_penalty:
+            raise OptionError("coverage_penalty", "coverage_penalty: an exported (CTranslate2) model has no coverage "
+                                                  "penalty; leave it at 0 or translate with the attnmt model folder")
+        if options.stopping != self.config.decode.stopping:
+            raise OptionError("stopping", f"stopping={options.stopping}: an exported (CTranslate2) model ends beam "
+                                          "search by CTranslate2's own rule; leave --stopping out")
+        if options.workers > 1:
+            raise OptionError("workers", f"workers={options.workers}: an exported (CTranslate2) model decodes in "
+                                         "threads; use --threads and --inter-threads instead of --workers")
+        return options
 
     def explore(self, *args, **kwargs) -> dict:
         raise UserError("explore: an exported (CTranslate2) model has no step-by-step decoding to show; explore "
                         "the attnmt model folder it was exported from")
 
-    def translate(self, sentences: str | list[str], beam: int | None = None, n_best: int = 1,
-                  length_penalty: float | None = None, batch_tokens: int = 2000, batch_size: int | None = None,
-                  workers: int = 1, stopping: str | None = None, min_len: int | None = None,
-                  no_repeat_ngram: int | None = None, max_len: int | None = None, sampling=None,
-                  coverage_penalty: float | None = None, prefix=None) -> Translation | list[Translation]:
+    def translate(self, sentences: str | list[str], *, options: DecodeOptions | None = None, prefix=None,
+                  sampling=None, **given) -> Translation | list[Translation]:
         """As :meth:`attnmt.decode.translator.Translator.translate`; what CTranslate2 cannot do is a UserError."""
         single, sentences = isinstance(sentences, str), sentence_list(sentences)
-        check_options(beam=beam, n_best=n_best, length_penalty=length_penalty, coverage_penalty=coverage_penalty,
-                      min_len=min_len, no_repeat_ngram=no_repeat_ngram, max_len=max_len, workers=workers,
-                      batch_size=batch_size, batch_tokens=batch_tokens)
-        d = self.config.decode
-        self.coverage_beta(coverage_penalty, sampling)
-        if stopping is not None:
-            raise UserError(f"stopping={stopping}: an exported (CTranslate2) model ends beam search by CTranslate2's "
-                            "own rule; leave --stopping out")
-        if workers > 1:
-            raise UserError(f"workers={workers}: an exported (CTranslate2) model decodes in threads; use --threads "
-                            "and --inter-threads instead of --workers")
-        if sampling is not None and beam not in (None, 1):
-            raise UserError(f"beam={beam} with sampling: sampling draws each token and beam search keeps the best "
-                            "ones; use one of them")
-        beam = n_best if sampling is not None else d.beam if beam is None else beam
-        check_decoding(beam, n_best, 1, d.stopping)
-        alpha = d.length_penalty if length_penalty is None else length_penalty
-        options = self._options(beam, n_best, alpha,
-                                d.min_len if min_len is None else min_len,
-                                d.no_repeat_ngram if no_repeat_ngram is None else no_repeat_ngram, sampling)
-        cap = d.max_len_cap if max_len is None else max_len
+        options = self.decode_options(options, sampling, **given)
         positions = self.export["max_positions"]  # the rows of the exported position table
         most = positions if self.max_src_tokens is None else min(self.max_src_tokens, positions)
         src_tokens = gated_tokens(sentences, self.src.tokens, self.limits, limit=most)
@@ -132,24 +118,23 @@ class CT2Translator:
         known = [self.src.vocab.decode(self.src.vocab.encode(t)) for t in src_tokens]
         prefixes = self._prefixes(prefix, single, len(sentences), most)
         results = [None if toks else Translation(s, "", [], [], None, 0.0) for s, toks in zip(sentences, known)]
-        engine = self.engine if sampling is None else self._seeded(sampling.seed)
-        caps = [min(m, positions - 1) for m in max_output_lengths([len(t) for t in known], d.max_len_a, d.max_len_b,
-                                                                  cap or None)]
-        size = d.batch_size if batch_size is None else batch_size
-        if beam == 1 and sampling is None:  # greedy: a sentence's tokens up to its cap do not depend on the batch's
-            calls = [(max(caps[i] for i in indices), indices) for indices in decoding_batches(
-                [[1] * len(t) for t in known], batch_tokens, size)]
+        engine = self.engine if not options.sample else self._seeded(options.seed)
+        caps = [min(m, positions - 1) for m in max_output_lengths([len(t) for t in known], options.max_len_a,
+                                                                  options.max_len_b, options.max_len)]
+        if options.beam == 1 and not options.sample:  # greedy: a sentence's tokens up to its cap do not depend on
+            calls = [(max(caps[i] for i in indices), indices) for indices in decoding_batches(  # the batch's
+                [[1] * len(t) for t in known], options.batch_tokens, options.batch_size)]
         else:
-            calls = capped_batches(known, caps, batch_tokens, size)
+            calls = capped_batches(known, caps, options.batch_tokens, options.batch_size)
         for limit, indices in calls:
             sources = [known[i] for i in indices]
             found = engine.translate_batch(sources, [prefixes[i] for i in indices] if prefixes else None,
-                                           max_decoding_length=max(limit, 1), **options)
-            first = self._first_rows(sources) if beam > 1 and self.return_attention else None
+                                           max_decoding_length=max(limit, 1), **self._options(options))
+            first = self._first_rows(sources) if _width(options) > 1 and self.return_attention else None
             settled = self._settled(sources, found, [caps[i] for i in indices])
             for k, i in enumerate(indices):
-                results[i] = self._best(sentences[i], src_tokens[i], settled[k], alpha, n_best,
-                                        None if first is None else first[k])
+                results[i] = self._best(sentences[i], src_tokens[i], settled[k], options.length_penalty,
+                                        options.n_best, None if first is None else first[k])
         return results[0] if single else results
 
     def _prefixes(self, prefix, single: bool, n: int, most: int) -> list[list[str] | None] | None:
@@ -164,17 +149,17 @@ class CT2Translator:
             raise e.named("the prefix" if single else f"the prefix of sentence {e.index + 1}") from None
         return [self.tgt.vocab.decode(self.tgt.vocab.encode(p)) if t else None for t, p in zip(texts, pieces)]
 
-    def _options(self, beam, n_best, alpha, min_len, no_repeat_ngram, sampling) -> dict:
-        if alpha < 0:
-            raise UserError(f"length_penalty={alpha} is out of range; allowed: 0 (off) or more")
-        options = dict(beam_size=beam, num_hypotheses=beam, no_repeat_ngram_size=no_repeat_ngram,
-                       min_decoding_length=min_len, return_end_token=True, return_scores=True,
-                       return_attention=self.return_attention, max_input_length=0,
-                       length_penalty=0.0)  # raw log probs; _best ranks them with attnmt's length penalty
-        if sampling is not None:
-            options.update(beam_size=1, sampling_topk=sampling.top_k or 0, sampling_topp=sampling.top_p,
-                           sampling_temperature=sampling.temperature)
-        return options
+    def _options(self, options: DecodeOptions) -> dict:
+        """CTranslate2's settings of ``translate_batch`` for the options (sampling: n_best draws of one)."""
+        found = dict(beam_size=_width(options), num_hypotheses=_width(options),
+                     no_repeat_ngram_size=options.no_repeat_ngram, min_decoding_length=options.min_len,
+                     return_end_token=True, return_scores=True, return_attention=self.return_attention,
+                     max_input_length=0,
+                     length_penalty=0.0)  # raw log probs; _best ranks them with attnmt's length penalty
+        if options.sample:
+            found.update(beam_size=1, sampling_topk=options.top_k, sampling_topp=options.top_p,
+                         sampling_temperature=options.temperature)
+        return found
 
     def _seeded(self, seed: int):
         """A fresh engine for sampling: CTranslate2 seeds a translator's generators when it starts its threads,
@@ -267,6 +252,11 @@ class CT2Translator:
         found = self.engine.translate_batch(src, tgt, beam_size=1, return_attention=True, max_input_length=0,
                                             min_decoding_length=longest, max_decoding_length=longest)
         return [np.asarray(r.attention[0], dtype=np.float32)[: len(t) + 1] for r, t in zip(found, tgt)]
+
+
+def _width(options: DecodeOptions) -> int:
+    """Hypotheses that CTranslate2 keeps per sentence: the beam, or the samples drawn."""
+    return options.n_best if options.sample else options.beam
 
 
 def capped_batches(sources: list[list[str]], caps: list[int], batch_tokens: int,

@@ -16,7 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnmt.config.schema import MAX_WIDTH, ModelConfig
+from attnmt.config.bounds import MAX_WIDTH
+from attnmt.config.schema import ModelConfig
 from attnmt.config.typed import ranged
 from attnmt.errors import UserError
 from attnmt.models.decoders import BahdanauDecoder, FixedVectorDecoder, LuongDecoder

@@ -29,7 +29,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnmt.config.schema import MAX_HEADS, MAX_WIDTH, ModelConfig
+from attnmt.config.bounds import MAX_HEADS, MAX_WIDTH
+from attnmt.config.schema import ModelConfig
 from attnmt.config.special import PAD_ID
 from attnmt.config.typed import ranged
 from attnmt.errors import UserError

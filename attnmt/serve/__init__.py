@@ -5,9 +5,9 @@
     app = create_app({"en-de": "models/en-de"}, max_batch_size=32)                # the same
 
 Modules: ``app`` (the routes, the app factory and ``serve``), ``config`` (``ServeConfig``), ``admission`` (the
-first bound), ``batching`` (the dynamic batcher), ``engine`` (decoding a batch), ``schema`` (request/response
-bodies, ``Limits``), ``errors`` (the error shape), and ``static/`` (the page). Needs the ``serve`` extra:
-``pip install attnmt[serve]``.
+first bound), ``batching`` (the dynamic batcher), ``engine`` (decoding a batch), ``options`` (a request's decoding
+options), ``schema`` (request/response bodies, ``Limits``), ``errors`` (the error shape), and ``static/`` (the
+page). Needs the ``serve`` extra: ``pip install attnmt[serve]``.
 """
 
 from __future__ import annotations

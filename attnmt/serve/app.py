@@ -34,7 +34,6 @@ from attnmt import __version__
 from attnmt.align import model_method
 from attnmt.config.special import SPECIALS
 from attnmt.decode.inputs import InputRefused, check_sentences, check_text, gated_tokens
-from attnmt.decode.sampling import Sampling
 from attnmt.decode.translator import Translator
 from attnmt.errors import UserError
 from attnmt.runtime.threads import use_threads
@@ -52,6 +51,7 @@ from attnmt.serve.engine import (
     served_model,
 )
 from attnmt.serve.errors import ApiError, BodyLimitMiddleware, install_error_handlers
+from attnmt.serve.options import request_options
 from attnmt.serve.schema import (
     ErrorResponse,
     ExploreRequest,
@@ -75,7 +75,6 @@ ERROR_RESPONSES = {
     500: {"model": ErrorResponse, "description": "a server bug"},
     503: {"model": ErrorResponse, "description": "the queue is full; retry after the seconds in Retry-After"},
 }
-SAMPLING_FIELDS = ("top_k", "top_p", "temperature", "seed")  # meaningful only with "sample": true
 _SAMPLING_JOBS = itertools.count(1)
 
 
@@ -240,16 +239,14 @@ def _resolve(request: TranslateRequest, served: Mapping[str, ServedModel], defau
         check_sentences(texts, limits.inputs())
     except InputRefused as e:
         raise _refusal(e, request.text is not None) from None
-    beam, sampling = _search(request, model, limits)
-    min_len, no_repeat_ngram = _constraints(request, model)
+    options = request_options(request, model, limits)
     if request.attention_heads and model.info.heads is None:
         raise ApiError(422, "attention_heads", _no_heads(model))
     if request.alignment and not model.info.has_attention:
         raise ApiError(422, "alignment", f"model {model.name!r} is a {model.info.model_type} model, which has no "
                                          "attention to read word links from")
-    job = next(_SAMPLING_JOBS) if sampling is not None else 0  # a sampling request is decoded on its own
-    return model, texts, BatchKey(model.name, beam, request.n_best, min_len, no_repeat_ngram, sampling, job,
-                                  *_penalties(request, model, sampling))
+    job = next(_SAMPLING_JOBS) if options.sample else 0  # a sampling request is decoded on its own
+    return model, texts, BatchKey(model.name, options, job)
 
 
 def _no_heads(model: ServedModel) -> str:
@@ -293,45 +290,19 @@ def _explore_job(request: ExploreRequest, served: Mapping[str, ServedModel], def
     if cost > limits.max_queue_cost:
         raise ApiError(422, "text", f"the request's cost is {cost:,}; this server takes at most "
                                     f"{limits.max_queue_cost:,} at a time: send a shorter sentence or a smaller beam")
-    key = BatchKey(model.name, beam, 1, job=next(_SAMPLING_JOBS), explore=True)
+    key = BatchKey(model.name, model.translator.decode_options(beam=beam), job=next(_SAMPLING_JOBS), explore=True)
     prefix_tokens = tuple(request.prefix_tokens) if request.prefix_tokens is not None else None
     return model, key, ExploreItem(request.text, request.prefix, prefix_tokens, request.top_k), cost
-
-
-def _search(request: TranslateRequest, model: ServedModel, limits: Limits) -> tuple[int, Sampling | None]:
-    """The beam, or the sampling settings of a request with ``sample``."""
-    if not request.sample:
-        for name in SAMPLING_FIELDS:
-            if getattr(request, name) is not None:
-                raise ApiError(422, name, f"{name} belongs to sampling; add \"sample\": true or leave it out")
-        beam = model.info.default_beam if request.beam is None else request.beam
-        if beam > limits.max_beam:
-            raise ApiError(422, "beam", f"beam={beam} is too large; allowed: 1 to {limits.max_beam}")
-        if request.n_best > beam:
-            raise ApiError(422, "n_best", f"n_best={request.n_best} is larger than the beam ({beam}); "
-                                          f"allowed: 1 to {beam}")
-        return beam, None
-    if request.beam not in (None, 1):
-        raise ApiError(422, "beam", f"beam={request.beam} with sample: sampling draws each token and beam search "
-                                    "keeps the best ones; leave beam out (or 1) to sample")
-    if request.n_best > limits.max_beam:
-        raise ApiError(422, "n_best", f"n_best={request.n_best} samples per sentence are too many; allowed: 1 to "
-                                      f"{limits.max_beam}")
-    try:
-        return 1, Sampling(top_k=request.top_k or 0, top_p=1.0 if request.top_p is None else request.top_p,
-                           temperature=1.0 if request.temperature is None else request.temperature,
-                           seed=request.seed or 0)
-    except UserError as e:  # the schema's ranges are Sampling's: this is a second line of defence
-        raise ApiError(422, str(e).partition("=")[0], str(e)) from None
 
 
 def _costs(request: TranslateRequest, model: ServedModel, texts: list[str], key: BatchKey,
            limits: Limits) -> list[int]:
     """Each sentence's cost (Limits); a request that alone is over the queue's cost bound could never be queued."""
-    costs = sentence_costs(_gated_lengths(texts, model, limits, request.text is not None), key.beam, key.n_best)
+    beam, n_best = key.options.beam, key.options.n_best
+    costs = sentence_costs(_gated_lengths(texts, model, limits, request.text is not None), beam, n_best)
     if sum(costs) > limits.max_queue_cost:
         raise ApiError(422, "texts" if request.texts is not None else "text",
-                       f"the request's cost is {sum(costs):,} (beam {key.beam} x n_best {key.n_best} x (source tokens "
+                       f"the request's cost is {sum(costs):,} (beam {beam} x n_best {n_best} x (source tokens "
                        f"+ 1), summed over its {len(texts)} sentences); this server takes at most "
                        f"{limits.max_queue_cost:,} at a time: send fewer or shorter sentences, or a smaller beam "
                        "or n_best")
@@ -345,30 +316,6 @@ def _gated_lengths(texts: list[str], model: ServedModel, limits: Limits, single:
         return [len(tokens) for tokens in gated_tokens(texts, model.translator.src.tokens, inputs)]
     except InputRefused as e:
         raise _refusal(e, single) from None
-
-
-def _penalties(request: TranslateRequest, model: ServedModel, sampling: Sampling | None) -> tuple[float, float]:
-    """length_penalty and coverage_penalty: the request's, else the model's decode.* defaults (the translator's
-    checks, answered as a 422 before the request is queued)."""
-    decode = model.translator.config.decode
-    alpha = decode.length_penalty if request.length_penalty is None else request.length_penalty
-    try:
-        beta = model.translator.coverage_beta(request.coverage_penalty, sampling)
-    except UserError as e:
-        raise ApiError(422, "coverage_penalty", str(e)) from None
-    return alpha, beta
-
-
-def _constraints(request: TranslateRequest, model: ServedModel) -> tuple[int, int]:
-    """min_len and no_repeat_ngram: the request's, else the model's decode.* defaults."""
-    decode = model.translator.config.decode
-    min_len = decode.min_len if request.min_len is None else request.min_len
-    no_repeat_ngram = decode.no_repeat_ngram if request.no_repeat_ngram is None else request.no_repeat_ngram
-    cap = decode.max_len_cap
-    if cap is not None and min_len > cap:
-        raise ApiError(422, "min_len", f"min_len={min_len} is above model {model.name!r}'s maximum output length "
-                                       f"({cap}, decode.max_len_cap); allowed: 0 to {cap}")
-    return min_len, no_repeat_ngram
 
 
 def _ms(seconds: float) -> float:

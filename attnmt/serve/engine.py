@@ -6,6 +6,7 @@ into JSON-ready lists), so the event loop only routes requests.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ import torch
 
 from attnmt.align import align_translations
 from attnmt.decode.forced import forced_batches
-from attnmt.decode.sampling import Sampling
+from attnmt.decode.options import DecodeOptions
 from attnmt.decode.steps import explore
 from attnmt.decode.translator import Translation as TranslatorOutput
 from attnmt.decode.translator import Translator
@@ -44,21 +45,15 @@ class ServedModel:
 class BatchKey(NamedTuple):
     """Requests are batched only with requests that decode the same way.
 
-    Every field holds the value decoding uses (a request's omitted option is the model's default), so a
+    ``options`` holds the values decoding uses (a request's omitted option is the model's default), so a
     request that names the default is batched with one that leaves it out. A sampling request carries
     its own number in ``job``: it is decoded on its own, so its samples depend on the request alone
     (the seed, the texts), never on which other requests arrived with it.
     """
 
     model: str
-    beam: int
-    n_best: int
-    min_len: int = 0
-    no_repeat_ngram: int = 0
-    sampling: Sampling | None = None
+    options: DecodeOptions
     job: int = 0
-    length_penalty: float = 1.0
-    coverage_penalty: float = 0.0
     explore: bool = False  # explore records (ExploreItem), each request decoded on its own (its own job)
 
 
@@ -172,13 +167,10 @@ def decode_batch(models: Mapping[str, ServedModel], key: BatchKey,
     for an explore key, the explore record of each ExploreItem (:func:`attnmt.decode.steps.explore`)."""
     translator = models[key.model].translator
     if key.explore:
-        return [explore(translator, item.text, beam=key.beam, prefix=item.prefix, top_k=item.top_k, name=key.model,
-                        prefix_tokens=None if item.prefix_tokens is None else list(item.prefix_tokens))
+        return [explore(translator, item.text, beam=key.options.beam, prefix=item.prefix, top_k=item.top_k,
+                        name=key.model, prefix_tokens=None if item.prefix_tokens is None else list(item.prefix_tokens))
                 for item in items]
-    outputs = translator.translate([item.text for item in items], beam=None if key.sampling else key.beam,
-                                   n_best=key.n_best, min_len=key.min_len, no_repeat_ngram=key.no_repeat_ngram,
-                                   sampling=key.sampling, length_penalty=key.length_penalty,
-                                   coverage_penalty=key.coverage_penalty)
+    outputs = translator.translate([item.text for item in items], options=key.options)
     wants_heads = [i for i, item in enumerate(items) if item.heads and outputs[i].src_tokens]
     heads = dict(zip(wants_heads, head_attention(translator, [outputs[i] for i in wants_heads])))
     for method in {item.alignment for item in items if item.alignment}:
@@ -207,17 +199,23 @@ def head_attention(translator: Translator, outputs: list[TranslatorOutput]) -> l
 
 
 def _to_api(out: TranslatorOutput, item: Item, heads: np.ndarray | None) -> Translation:
-    attention = None
-    if item.attention and out.attention is not None:
-        attention = _rounded(out.attention)
-    head_lists = _rounded(heads) if heads is not None else None
-    options = out.n_best or [out]
-    return Translation(
-        source=item.text, text=out.text, src_tokens=out.src_tokens, tgt_tokens=out.tgt_tokens,
-        score=_finite(out.score), attention=attention, attention_heads=head_lists,
+    """A translation as the response sends it: each field of the translator's (in its JSON: rounded attention,
+    finite scores or null, sorted links, only what the request asked for) and the server's own."""
+    sent = {f.name: getattr(out, f.name) for f in dataclasses.fields(out)}
+    sent.update(
+        source=item.text, score=_finite(out.score),
+        attention=_rounded(out.attention) if item.attention and out.attention is not None else None,
+        attention_heads=_rounded(heads) if heads is not None else None,
         alignment=sorted(out.alignment) if item.alignment and out.alignment is not None else None,
-        n_best=[Hypothesis(text=o.text, tgt_tokens=o.tgt_tokens, score=_finite(o.score)) for o in options],
+        n_best=[_hypothesis(option) for option in out.n_best or [out]],
     )
+    return Translation(**sent)
+
+
+def _hypothesis(out: TranslatorOutput) -> Hypothesis:
+    """An entry of the n-best list: the fields Hypothesis has, the score finite or null."""
+    sent = {name: getattr(out, name) for name in Hypothesis.model_fields}
+    return Hypothesis(**{**sent, "score": _finite(out.score)})
 
 
 def _rounded(weights: np.ndarray) -> list:

@@ -5,22 +5,28 @@ and unknown fields are rejected (``extra="forbid"``), so a typo such as ``"beem"
 names the field instead of a silently ignored option. Limits that the server operator configures
 (the most texts per request, characters per text, the largest beam) are not in these classes but in
 :class:`Limits`, checked by the endpoint; GET /models reports them.
+
+Two sets of fields are derived, not written here: a request's decoding fields are the decoding options that a
+request may set (:class:`attnmt.decode.options.DecodeOptions`: their types, ranges and help), and a translation's
+fields are those of :class:`attnmt.decode.translation.Translation`, with the JSON types below where a field is not
+JSON as it is (attention as nested lists), and the server's own ``attention_heads``.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import typing
 from typing import Annotated, Any, Literal, Optional
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model, model_validator
 
 from attnmt.decode.inputs import MAX_REQUEST_SENTENCES, InputLimits
-from attnmt.decode.sampling import MAX_SEED, MAX_TEMPERATURE, MIN_TEMPERATURE
+from attnmt.decode.options import option_fields, option_type
+from attnmt.decode.translation import Translation as TranslationResult
 
-# The largest min_len, no_repeat_ngram and top_k a request may give: far beyond any output length and
-# vocabulary, and small enough for every integer type decoding puts them in.
-MAX_OUTPUT_TOKENS = 10_000
-MAX_TOP_K = 1_000_000
 MAX_EXPLORE_TOP_K = 50  # attnmt.decode.steps.MAX_TOP_K
+# The decoding fields whose upper bound is the server's own, Limits.max_beam, checked by the endpoint
+LIMITED_BY_THE_SERVER = ("beam", "n_best")
 MAX_PREFIX_TOKENS = 1_000
 
 
@@ -75,8 +81,8 @@ class Limits(BaseModel):
         return self
 
 
-class TranslateRequest(BaseModel):
-    """POST /translate. Give exactly one of `text` and `texts`."""
+class _RequestBase(BaseModel):
+    """What a translate request holds besides its decoding options."""
 
     model_config = ConfigDict(
         strict=True, extra="forbid",
@@ -89,8 +95,6 @@ class TranslateRequest(BaseModel):
     # at most MAX_REQUEST_SENTENCES, counted before a text is looked at (the server's own max_texts: the app)
     texts: Optional[list[SourceText]] = Field(None, min_length=1, max_length=MAX_REQUEST_SENTENCES,
                                               description="several sentences (a batch)")
-    beam: Optional[int] = Field(None, ge=1, description="beam size; 1 is greedy search; default: the model's")
-    n_best: int = Field(1, ge=1, description="how many hypotheses to return per sentence (at most the beam)")
     model: Optional[str] = Field(None, description="a name from GET /models; default: the first model")
     attention: bool = Field(False, description="return each translation's attention matrix")
     attention_heads: bool = Field(False, description="Transformer models only: return every decoder layer's "
@@ -100,56 +104,69 @@ class TranslateRequest(BaseModel):
     alignment_method: Optional[Literal["argmax", "threshold", "shift", "mutual", "shift-mutual"]] = Field(
         None, description="how attention becomes links, as `attnmt align --method` (docs/alignment.md); "
                           "default: the model's own (shift if it was guided on that row, else argmax)")
-    min_len: Optional[int] = Field(None, ge=0, le=MAX_OUTPUT_TOKENS,
-                                   description="no </s> before this many output tokens (0: no minimum); default: "
-                                               "the model's decode.min_len")
-    no_repeat_ngram: Optional[int] = Field(None, ge=0, le=MAX_OUTPUT_TOKENS,
-                                           description="no n-gram of this many tokens twice in an output (0: off); "
-                                                       "default: the model's")
-    length_penalty: Optional[float] = Field(None, ge=0, le=10, allow_inf_nan=False,
-                                            description="GNMT's alpha (0: off); default: the model's")
-    coverage_penalty: Optional[float] = Field(None, ge=0, le=10, allow_inf_nan=False,
-                                              description="beam search: GNMT's beta, against outputs that leave "
-                                                          "source words unattended (0: off); models with "
-                                                          "attention; default: the model's")
-    sample: bool = Field(False, description="draw each token from the model's distribution instead of searching "
-                                            "(beam 1; n_best samples per sentence)")
-    top_k: Optional[int] = Field(None, ge=0, le=MAX_TOP_K,
-                                 description="with sample: draw among the k most likely tokens (0, the default: all)")
-    top_p: Optional[float] = Field(None, gt=0, le=1, description="with sample: draw from the nucleus of this "
-                                                                 "probability mass (default 1: all)")
-    temperature: Optional[float] = Field(None, ge=MIN_TEMPERATURE, le=MAX_TEMPERATURE, allow_inf_nan=False,
-                                         description="with sample: divides the log probabilities (default 1)")
-    seed: Optional[int] = Field(None, ge=0, le=MAX_SEED, description="with sample: fixes the samples (default 0)")
 
 
-class Hypothesis(BaseModel):
-    """One entry of the n-best list."""
+def _decoding_field(f: dataclasses.Field) -> tuple[Any, Any]:
+    """A request field for the decoding option ``f``: its type, range and help; left out (null), the model's
+    decode.* or the option's default."""
+    kind, _ = option_type(f.name)
+    default = f"the model's decode.{f.name}" if f.metadata["config"] else f"{f.default}".lower()
+    description = f"{f.metadata['help']}; default: {default}"
+    if kind is bool:
+        return bool, Field(f.default, description=description)
+    bounds: dict[str, Any] = {"allow_inf_nan": False} if kind is float else {}
+    allowed = f.metadata.get("range")
+    if allowed is not None and allowed.low is not None:
+        bounds["gt" if allowed.above else "ge"] = allowed.low
+    if allowed is not None and allowed.high is not None and f.name not in LIMITED_BY_THE_SERVER:
+        bounds["le"] = allowed.high
+    return Optional[kind], Field(None, description=description, **bounds)
 
-    text: str
-    tgt_tokens: list[str]
-    score: Optional[float] = Field(description="length-normalised log probability (higher is better)")
 
+# POST /translate. Its decoding fields are the options a request may set (option_fields("request")).
+TranslateRequest = create_model(
+    "TranslateRequest", __base__=_RequestBase, __doc__="POST /translate. Give exactly one of `text` and `texts`.",
+    **{f.name: _decoding_field(f) for f in option_fields("request")})
 
-class Translation(BaseModel):
-    """One sentence's best translation."""
-
-    source: str = Field(description="the input sentence, as sent")
-    text: str
-    src_tokens: list[str]
-    tgt_tokens: list[str] = Field(description="the output tokens, without </s>")
-    score: Optional[float] = Field(description="length-normalised log probability (null if not finite)")
-    attention: Optional[list[list[float]]] = Field(
+# The JSON of the fields of attnmt.decode.translation.Translation that are not JSON as they are, and what they say;
+# a field not named here is sent as its annotation says.
+JSON_FIELDS: dict[str, tuple[Any, Any]] = {
+    "source": (str, Field(description="the input sentence, as sent")),
+    "tgt_tokens": (list[str], Field(description="the output tokens, without </s>")),
+    "score": (Optional[float], Field(description="length-normalised log probability (higher is better; null if "
+                                                 "not finite)")),
+    "attention": (Optional[list[list[float]]], Field(
         None, description="[len(tgt_tokens) + 1][len(src_tokens)]: one row per output token and a last row "
                           "for </s>; each row sums to 1. Null unless `attention` was asked for, or the "
-                          "model has no attention (seq2seq)")
-    attention_heads: Optional[list[list[list[list[float]]]]] = Field(
-        None, description="[layers][heads][len(tgt_tokens) + 1][len(src_tokens)]: the Transformer's "
-                          "cross-attention per decoder layer and head. Null unless asked for")
-    alignment: Optional[list[tuple[int, int]]] = Field(
+                          "model has no attention (seq2seq)")),
+    "alignment": (Optional[list[tuple[int, int]]], Field(
         None, description="[[source word, output word], ...], 0-based positions among the whitespace-separated "
-                          "words of `source` and `text`, sorted. Null unless `alignment` was asked for")
-    n_best: list[Hypothesis] = Field(description="the n_best hypotheses, best first (the first is this one)")
+                          "words of `source` and `text`, sorted. Null unless `alignment` was asked for")),
+}
+# The server's own fields of a translation
+SERVER_FIELDS: dict[str, tuple[Any, Any]] = {
+    "attention_heads": (Optional[list[list[list[list[float]]]]], Field(
+        None, description="[layers][heads][len(tgt_tokens) + 1][len(src_tokens)]: the Transformer's "
+                          "cross-attention per decoder layer and head. Null unless asked for")),
+}
+
+
+def _response_model(name: str, doc: str, names: tuple[str, ...] | None = None, **more: tuple[Any, Any]):
+    """The pydantic model of the fields ``names`` (None: all) of attnmt.decode.translation.Translation, in its
+    order, in their JSON (JSON_FIELDS, or ``more``), with the other fields of ``more`` after them."""
+    hints = typing.get_type_hints(TranslationResult)
+    fields = {f.name: JSON_FIELDS.get(f.name, (hints[f.name], ...)) for f in dataclasses.fields(TranslationResult)
+              if names is None or f.name in names}
+    return create_model(name, __doc__=doc, **{**fields, **more})
+
+
+# One entry of a translation's n-best list: its text, tokens and score
+Hypothesis = _response_model("Hypothesis", "One entry of the n-best list.", ("text", "tgt_tokens", "score"))
+# One sentence's best translation: every field of attnmt.decode.translation.Translation (its n-best list of
+# Hypothesis), and the server's own
+Translation = _response_model(
+    "Translation", "One sentence's best translation.", **SERVER_FIELDS,
+    n_best=(list[Hypothesis], Field(description="the n_best hypotheses, best first (the first is this one)")))
 
 
 class Timing(BaseModel):
