@@ -214,7 +214,8 @@ def test_the_hansards_configs_are_the_template_for_english_french(tmp_path):
     recipe = ROOT / "recipes" / "alignment_hansards"
     for kind in KINDS:
         for a, b in (("en", "fr"), ("fr", "en")):
-            expected = config_text(kind, a, b, "../../data/align_enfr", f"hansards_{kind}_{a}_{b}", reverse=a == "fr")
+            expected = config_text(kind, a, b, "../../data/align_enfr", f"hansards_{kind}_{a}_{b}", reverse=a == "fr",
+                                   pretokenize="hansards")
             assert (recipe / f"{kind}_{a}_{b}.yaml").read_text(encoding="utf-8") == expected, f"{kind}_{a}_{b}"
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import typing
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -11,6 +12,7 @@ from torch import nn
 from attnmt.config.schema import Config
 from attnmt.data.batching import collate
 from attnmt.data.dataset import TextProcessor, load_processors
+from attnmt.data.pretokenize import model_pretokenizers
 from attnmt.decode.forced import eval_mode
 from attnmt.decode.parallel import map_in_processes
 from attnmt.decode.search import beam_search, greedy_search
@@ -48,6 +50,10 @@ class Translator:
         self.max_src_tokens: int | None = None  # if set, translate() refuses longer sentences (SentenceTooLong)
         self.model_dir: Path | None = None  # the folder it was loaded from (load() sets it)
         self.members: list[Translator] | None = None  # an ensemble's own translators (load_ensemble sets them)
+        # How raw text is split into the words the model was trained on, source and target (load() sets them from
+        # data.pretokenize: attnmt.data.pretokenize.model_pretokenizers); None: text is read as it is.
+        self.split_source: Callable[[str], str] | None = None
+        self.split_target: Callable[[str], str] | None = None
 
     @property
     def model_type(self) -> str:
@@ -90,7 +96,7 @@ class Translator:
         applies to beam search. ``prefix``: the start the translation must have (text in the target language; a
         str for one sentence, a list with a str or None per sentence for a list); the rest is the best
         continuation found (:mod:`attnmt.decode.constraints`). :meth:`explore` shows a sentence's decoding step by
-        step. A number out of its option's range, or not finite, is a UserError, as on the command line.
+        step. A number out of range, or not finite, is a UserError, as on the command line. :meth:`read` splits input.
         """
         single, sentences = isinstance(sentences, str), sentence_list(sentences)
         check_options(beam=beam, n_best=n_best, length_penalty=length_penalty, coverage_penalty=coverage_penalty,
@@ -103,7 +109,7 @@ class Translator:
         length_penalty = d.length_penalty if length_penalty is None else length_penalty
         stopping = d.stopping if stopping is None else stopping
         check_decoding(beam, n_best, workers, stopping)  # before any worker starts
-        src_tokens = [self.src.tokens(s) for s in sentences]
+        sentences, src_tokens = self.read(sentences)
         # An empty line still gets a translation (of nothing): keep line counts equal.
         src_ids = [self.src.vocab.encode(toks) for toks in src_tokens]
         forced = self._prefixes(prefix, single, len(sentences), extra["no_repeat_ngram"])
@@ -128,6 +134,14 @@ class Translator:
                 for i, translation in zip(indices, translations):
                     results[i] = translation
         return results[0] if single else results  # type: ignore[return-value]
+
+    def read(self, sentences: list[str]) -> tuple[list[str], list[list[str]]]:
+        """``sentences`` as the model reads them: split into words as its training text was (a model trained on
+        pretokenized text, ``data.pretokenize``: Chinese segmented into words, ...; :attr:`split_source`), and
+        their source pieces."""
+        if self.split_source is not None:
+            sentences = [self.split_source(s) for s in sentences]
+        return sentences, [self.src.tokens(s) for s in sentences]
 
     def _best(self, sentence: str, src_tokens: list[str], hyps) -> Translation:
         """The best of a sentence's hypotheses as a Translation, with all of them as its n-best list."""
@@ -252,4 +266,5 @@ def load(model_dir: str | Path, checkpoint: str | None = None, device: str = "cp
         model = quantize_int8(model)
     translator = Translator(model, src, tgt, config)
     translator.model_dir = model_dir
+    translator.split_source, translator.split_target = model_pretokenizers(config.data)
     return translator

@@ -27,6 +27,7 @@ import numpy as np
 
 from attnmt.config.special import EOS
 from attnmt.data.dataset import load_processors
+from attnmt.data.pretokenize import model_pretokenizers
 from attnmt.decode.search import length_penalty_factor, max_output_lengths
 from attnmt.decode.translation import (
     Translation,
@@ -58,6 +59,7 @@ class CT2Translator:
         self.config = model_config(self.model_dir)
         self.export = json.loads((self.model_dir / EXPORT_FILE).read_text(encoding="utf-8"))
         self.src, self.tgt = load_processors(self.model_dir)
+        self.split_source, self.split_target = model_pretokenizers(self.config.data)  # as Translator's
         compute_type = compute_type or self.export["quantization"]
         if compute_type not in COMPUTE_TYPES:
             raise UserError(f"compute type {compute_type} is unknown; allowed: {', '.join(COMPUTE_TYPES)}")
@@ -115,6 +117,8 @@ class CT2Translator:
                                 d.min_len if min_len is None else min_len,
                                 d.no_repeat_ngram if no_repeat_ngram is None else no_repeat_ngram, sampling)
         cap = d.max_len_cap if max_len is None else max_len
+        if self.split_source is not None:
+            sentences = [self.split_source(s) for s in sentences]
         src_tokens = [self.src.tokens(s) for s in sentences]
         # through attnmt's vocabulary: an unknown word, or text spelled like a special token, becomes <unk>
         known = [self.src.vocab.decode(self.src.vocab.encode(t)) for t in src_tokens]
