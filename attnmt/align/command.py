@@ -178,7 +178,7 @@ def align_files(model_dir: str | Path | None, src_path: str | Path, tgt_path: st
         reverse = [load(d, checkpoint=checkpoint) for d in members(reverse_model)] if reverse_model else None
         translator = [load(d, checkpoint=checkpoint) for d in members(model_dir)]
         if gold_path is None and not pretokenized:
-            pairs = split_pairs(translator[0], pairs)
+            pairs = _split_pairs(translator[0], pairs)
         _check_sentence_lengths(pairs, src_path, tgt_path)
     sources, targets = [s for s, _ in pairs], [t for _, t in pairs]
     links: dict[str, list[set[Link]]] = {}
@@ -210,7 +210,7 @@ def align_files(model_dir: str | Path | None, src_path: str | Path, tgt_path: st
     return AlignResult(links, scores, output, seconds, pairs)
 
 
-def split_pairs(translator, pairs: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+def _split_pairs(translator, pairs: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
     """``pairs`` split into words as ``translator``'s training text was (its split_source, split_target)."""
     split_src = translator.split_source or (lambda text: text)
     split_tgt = translator.split_target or (lambda text: text)

@@ -284,9 +284,10 @@ def check_pair(name: str, src_lang: str, tgt_lang: str) -> None:
 
 
 def segmenter_hint(name: str, lang: str) -> str | None:
-    """A line for a language written without spaces that pretokenizer ``name`` would not segment, else None."""
+    """A line for a language written without spaces that pretokenizer ``name`` would not segment, else None (also
+    for ``none``: text tokenized already)."""
     segmenter = segmenter_for(lang)
-    if segmenter is None or segments(name, lang):
+    if segmenter is None or name == "none" or segments(name, lang):
         return None
     return (f"{lang} is written without spaces between words: --pretokenize {segmenter.name} segments it into words "
             f"({segmenter.install_hint()})")
