@@ -43,6 +43,6 @@ pipq() { .venv/bin/pip install -q "$@" 2>&1 | { grep -v "^WARNING: Location" || 
 pipq --upgrade pip
 pipq torch==2.13.0
 extras="serve,tensorboard"
-[ "$dev" = 1 ] && extras="$extras,test,anim,align,notebook,ct2"
+[ "$dev" = 1 ] && extras="$extras,test,anim,align,zh,ja,notebook,ct2"
 pipq -e ".[$extras]"
 .venv/bin/python -c "import attnmt, torch; print(f'attnmt {attnmt.__version__} with torch {torch.__version__} in .venv')"

@@ -207,15 +207,19 @@ train: {max_steps: 1, batch_tokens: 200, progress: false, tensorboard: false, va
     assert (counts["guided"], counts["unguided"]) == (40, 1 + 2 * 3)
 
 
-def test_the_hansards_configs_are_the_template_for_english_french(tmp_path):
-    """recipes/alignment_hansards/ is align-config's output for en-fr read from data/align_enfr/."""
+@pytest.mark.parametrize("recipe, name, src, tgt, pretokenize", [
+    ("alignment_hansards", "hansards", "en", "fr", "hansards"), ("alignment_chinese", "zhen", "zh", "en", "jieba")])
+def test_the_recipe_configs_are_the_template_for_their_pair(recipe, name, src, tgt, pretokenize):
+    """recipes/alignment_hansards/ is align-config's output for en-fr read from data/align_enfr/ (pretokenized the
+    Hansards way), recipes/alignment_chinese/ for zh-en from data/align_zhen/ (segmented by jieba)."""
     from attnmt.align.template import KINDS, config_text
 
-    recipe = ROOT / "recipes" / "alignment_hansards"
+    folder = ROOT / "recipes" / recipe
     for kind in KINDS:
-        for a, b in (("en", "fr"), ("fr", "en")):
-            expected = config_text(kind, a, b, "../../data/align_enfr", f"hansards_{kind}_{a}_{b}", reverse=a == "fr")
-            assert (recipe / f"{kind}_{a}_{b}.yaml").read_text(encoding="utf-8") == expected, f"{kind}_{a}_{b}"
+        for a, b in ((src, tgt), (tgt, src)):
+            expected = config_text(kind, a, b, f"../../data/align_{src}{tgt}", f"{name}_{kind}_{a}_{b}",
+                                   reverse=a == tgt, pretokenize=pretokenize)
+            assert (folder / f"{kind}_{a}_{b}.yaml").read_text(encoding="utf-8") == expected, f"{kind}_{a}_{b}"
 
 
 def test_align_config_fills_in_the_yaml_template(tmp_path):
@@ -231,6 +235,6 @@ def test_align_config_fills_in_the_yaml_template(tmp_path):
     config = yaml.safe_load(text)
     assert config["model"]["d_model"] == 128 and config["train"]["guided_alignment"]["row"] == "shift"
     assert config["data"]["transforms"][-1] == {"name": "links", "path": "../data/train.de-en.links"}
-    assert "German -> English" in text.splitlines()[0]
+    assert "German -> English" in text.splitlines()[0] and config["data"]["pretokenize"] == "words"
     unguided = yaml.safe_load(config_text("unguided", "en", "de", "../data", "x", reverse=True))
     assert "guided_alignment" not in unguided["train"] and unguided["data"]["tsv_src_column"] == 1

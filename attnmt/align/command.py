@@ -33,6 +33,7 @@ class AlignResult:
     scores: dict[str, AlignmentScores]  # row name -> scores (empty without gold)
     output: str  # the row whose links are the command's output
     seconds: dict[str, float] = field(default_factory=dict)  # what ran (diagonal, eflomal, a model) -> its time
+    pairs: list[tuple[str, str]] = field(default_factory=list)  # the sentence pairs as aligned: the links' words
 
 
 BASELINES = ("diagonal", "eflomal")
@@ -151,12 +152,17 @@ def align_files(model_dir: str | Path | None, src_path: str | Path, tgt_path: st
                 gold_path: str | Path | None = None, threshold: float = 0.5, baselines: Sequence[str] = (),
                 checkpoint: str | None = None, method: str | None = None, reverse_model: str | Path | None = None,
                 symmetrization: str | None = None, layer: int | None = None, head: int | None = None,
-                eflomal_corpus: str | Path | None = None) -> AlignResult:
-    """Align line-aligned, tokenized ``src_path``/``tgt_path`` with a model's attention (``method``:
-    argmax, threshold or shift, see attnmt.align.extract; None: the model's own), a ``reverse_model``
-    trained in the other direction and the two ``symmetrization``, and ``baselines`` (diagonal,
-    eflomal); score every row against ``gold_path`` (1-based, NAACL format) if given. ``model_dir`` and
-    ``reverse_model`` may each be a list of folders: an ensemble, whose attention is its members' mean.
+                eflomal_corpus: str | Path | None = None, pretokenized: bool = False) -> AlignResult:
+    """Align line-aligned ``src_path``/``tgt_path`` with a model's attention (``method``: argmax, threshold or
+    shift, see attnmt.align.extract; None: the model's own), a ``reverse_model`` trained in the other direction
+    and the two ``symmetrization``, and ``baselines`` (diagonal, eflomal); score every row against ``gold_path``
+    (1-based, NAACL format) if given. ``model_dir`` and ``reverse_model`` may each be a list of folders: an
+    ensemble, whose attention is its members' mean.
+
+    Words are whitespace-separated. Raw text is split into words as the model's training text was
+    (``data.pretokenize``: Chinese segmented into words, ...) and every row aligns those words
+    (:attr:`AlignResult.pairs`); with gold, or ``pretokenized``, the files are read as they are (the gold's
+    links count their words).
 
     eflomal learns from the pairs plus ``eflomal_corpus`` (a TSV, source TAB target), by default the
     training corpus of ``model_dir``'s config when it names one.
@@ -165,6 +171,15 @@ def align_files(model_dir: str | Path | None, src_path: str | Path, tgt_path: st
 
     _check_align_options(model_dir, threshold, method, reverse_model, symmetrization, baselines)
     pairs = read_parallel(src_path, tgt_path)
+    translator = reverse = None
+    if model_dir is not None:
+        from attnmt.decode.translator import load
+
+        reverse = [load(d, checkpoint=checkpoint) for d in members(reverse_model)] if reverse_model else None
+        translator = [load(d, checkpoint=checkpoint) for d in members(model_dir)]
+        if gold_path is None and not pretokenized:
+            pairs = _split_pairs(translator[0], pairs)
+        _check_sentence_lengths(pairs, src_path, tgt_path)
     sources, targets = [s for s, _ in pairs], [t for _, t in pairs]
     links: dict[str, list[set[Link]]] = {}
     seconds: dict[str, float] = {}
@@ -179,16 +194,10 @@ def align_files(model_dir: str | Path | None, src_path: str | Path, tgt_path: st
         links["diagonal"] = [diagonal_links(len(s.split()), len(t.split())) for s, t in pairs]
         done("diagonal")
     if "eflomal" in baselines:
-        rows = eflomal_rows(sources, targets, _eflomal_corpus(eflomal_corpus, model_dir))
-        links.update(rows)
+        links.update(eflomal_rows(sources, targets, _eflomal_corpus(eflomal_corpus, model_dir)))
         done("eflomal")
     output = next(iter(links), "")
-    if model_dir is not None:
-        from attnmt.decode.translator import load
-
-        _check_sentence_lengths(pairs, src_path, tgt_path)
-        reverse = [load(d, checkpoint=checkpoint) for d in members(reverse_model)] if reverse_model else None
-        translator = [load(d, checkpoint=checkpoint) for d in members(model_dir)]
+    if translator is not None:
         method = method or default_method(translator)
         # With gold every method (and symmetrization) is scored; the output is the one asked for.
         methods = METHODS if gold_path is not None else (method,)
@@ -198,7 +207,14 @@ def align_files(model_dir: str | Path | None, src_path: str | Path, tgt_path: st
     if not links:
         raise UserError("align: nothing to align with; pass --model DIR, --baseline diagonal|eflomal, or both")
     scores = _score_against_gold(links, gold_path, pairs, src_path) if gold_path is not None else {}
-    return AlignResult(links, scores, output, seconds)
+    return AlignResult(links, scores, output, seconds, pairs)
+
+
+def _split_pairs(translator, pairs: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """``pairs`` split into words as ``translator``'s training text was (its split_source, split_target)."""
+    split_src = translator.split_source or (lambda text: text)
+    split_tgt = translator.split_target or (lambda text: text)
+    return [(split_src(s), split_tgt(t)) for s, t in pairs]
 
 
 def _check_sentence_lengths(pairs: Sequence[tuple[str, str]], src_path, tgt_path) -> None:

@@ -19,8 +19,9 @@ gold set's two sentence files, :func:`prepare_alignment` writes a folder that th
   symmetrized with grow-diag-final-and, as guided alignment's supervision (0-based Pharaoh, one line per
   pair of train.tsv.gz; the second file turned to (target, source)); ``train.directional.*.links``:
   each direction's own links from the same run;
-* ``align.json``: the languages, the corpora, the counts, and the gold lines the pretokenizer would
-  change (:func:`gold_check`).
+* ``user_dict.txt`` (with ``user_dict``): a copy of the segmenter's user dictionary, which the configs name;
+* ``align.json``: the languages, the pretokenizer (and the user dictionary's copy), the corpora, the counts,
+  and the gold lines the pretokenizer would change (:func:`gold_check`).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from attnmt.errors import UserError
 from attnmt.runtime.safe_write import open_output, write_bytes, write_text
 
 MANIFEST = "align.json"
+USER_DICT = "user_dict.txt"  # the copy of align-prepare --user-dict
 TEST_LINES = 1000  # the test pairs align-prepare --test writes by default
 Pair = tuple[str, str]
 Counts = dict[str, int]
@@ -65,18 +67,47 @@ class Corpus:
         return read_parallel(self.src, self.tgt)
 
 
-def gold_check(lines: Sequence[str], pretokenize: str, lang: str, show: int = 10) -> dict:
-    """How many gold lines ``pretokenize`` would change for ``lang``, and the first ``show`` of them."""
+def gold_check(lines: Sequence[str], pretokenize: str, lang: str, show: int = 10,
+               user_dict: str | Path | None = None) -> dict:
+    """How many gold lines ``pretokenize`` (with a segmenter's ``user_dict``) would change for ``lang``, and the
+    first ``show`` of them."""
     from attnmt.data.pretokenize import gold_changes
 
-    changed = gold_changes(lines, pretokenize, lang)
-    return {"lines": len(lines), "changed": len(changed),
+    changed = gold_changes(lines, pretokenize, lang, user_dict)
+    return {"lines": len(lines), "changed": len(changed), "words": _word_counts(lines, changed),
             "first_changed": [{"line": n, "gold": given, "pretokenized": after} for n, given, after in changed[:show]]}
+
+
+def _spans(words: Sequence[str]) -> set[tuple[int, int]]:
+    """Each word as its (start, end) among the line's characters without spaces."""
+    spans, start = set(), 0
+    for word in words:
+        spans.add((start, start + len(word)))
+        start += len(word)
+    return spans
+
+
+def _word_counts(lines: Sequence[str], changed: Sequence[tuple[int, str, str]]) -> dict | None:
+    """The gold's words, the pretokenized words and the words both have (the same characters at the same place),
+    over all lines; None when the pretokenizer changes characters (lowercasing, spelling elisions out)."""
+    after = {n: pretokenized for n, _, pretokenized in changed}
+    counts = {"gold": 0, "pretokenized": 0, "same": 0}
+    for number, line in enumerate(lines, start=1):
+        gold, mine = line.split(), after.get(number, line).split()
+        if "".join(gold) != "".join(mine):
+            return None
+        counts["gold"] += len(gold)
+        counts["pretokenized"] += len(mine)
+        counts["same"] += len(_spans(gold) & _spans(mine))
+    return counts
 
 
 def format_check(check: dict, side: str) -> str:
     """One line of counts, then each listed line: gold and pretokenized."""
-    out = [f"{side}: the pretokenizer changes {check['changed']} of {check['lines']} gold lines"]
+    words = check.get("words")
+    same = (f"; {words['same']:,} of its {words['pretokenized']:,} words are among the gold's {words['gold']:,}"
+            if words and check["changed"] else "")
+    out = [f"{side}: the pretokenizer changes {check['changed']} of {check['lines']} gold lines{same}"]
     for c in check["first_changed"]:
         out.append(f"  line {c['line']}: {c['gold']}\n  {' ' * len(str(c['line']))}    -> {c['pretokenized']}")
     return "\n".join(out)
@@ -205,33 +236,40 @@ def _write_eflomal_links(pairs: Sequence[Pair], out: Path, src_lang: str, tgt_la
     return "eflomal grow-diag-final-and"
 
 
-def _preparers(pretokenize: str, src_lang: str, tgt_lang: str, fold: bool) -> list[Callable[[str], str]]:
+def _preparers(pretokenize: str, src_lang: str, tgt_lang: str, fold: bool,
+               user_dict: str | Path | None = None) -> list[Callable[[str], str]]:
     """Each side's pretokenizer, followed by fold_accents when ``fold``."""
-    from attnmt.data.pretokenize import fold_accents, pretokenizer
+    from attnmt.data.pretokenize import check_pair, fold_accents, pretokenizer
 
-    tokenizers = [pretokenizer(pretokenize, src_lang), pretokenizer(pretokenize, tgt_lang)]
+    check_pair(pretokenize, src_lang, tgt_lang)
+    tokenizers = [pretokenizer(pretokenize, src_lang, user_dict), pretokenizer(pretokenize, tgt_lang, user_dict)]
     return [(lambda text, tok=tok: fold_accents(tok(text))) if fold else tok for tok in tokenizers]
 
 
 def prepare_alignment(src_lang: str, tgt_lang: str, corpora: Sequence[Corpus], gold_src: str | Path,
                       gold_tgt: str | Path, out_dir: str | Path, pretokenize: str = "words",
                       links: bool = True, say: Callable[[str], None] = print, fold_accents: bool = False,
-                      test: tuple[str | Path, str | Path] | None = None, test_lines: int = TEST_LINES) -> dict:
+                      test: tuple[str | Path, str | Path] | None = None, test_lines: int = TEST_LINES,
+                      user_dict: str | Path | None = None) -> dict:
     """Write the folder the module docstring describes; returns what ``align.json`` holds. ``test``: a
-    held-out corpus's two line-aligned files, of which the first ``test_lines`` pairs are written."""
+    held-out corpus's two line-aligned files, of which the first ``test_lines`` pairs are written. ``user_dict``:
+    the segmenter's user dictionary (a segmenting ``pretokenize``, :mod:`attnmt.data.segment`)."""
     from attnmt.data.corpus import read_parallel
+    from attnmt.data.pretokenize import segmenter_hint
 
     if src_lang == tgt_lang or not src_lang or not tgt_lang:
         raise UserError(f"--src-lang {src_lang!r} and --tgt-lang {tgt_lang!r}: give the two languages of the pair, "
                         "e.g. --src-lang de --tgt-lang en")
     if not corpora:
         raise UserError("align-prepare: no training text; give --tsv FILE, --tsv-swapped FILE or --parallel SRC TGT")
-    src_tok, tgt_tok = _preparers(pretokenize, src_lang, tgt_lang, fold_accents)
+    src_tok, tgt_tok = _preparers(pretokenize, src_lang, tgt_lang, fold_accents, user_dict)
     gold = read_parallel(gold_src, gold_tgt)
-    checks = {side: gold_check([p[k] for p in gold], pretokenize, lang)
+    checks = {side: gold_check([p[k] for p in gold], pretokenize, lang, user_dict=user_dict)
               for k, (side, lang) in enumerate((("source", src_lang), ("target", tgt_lang)))}
     for side, check in checks.items():
         say(format_check(check, f"gold {side} ({gold_src if side == 'source' else gold_tgt})"))
+    for hint in filter(None, (segmenter_hint(pretokenize, lang) for lang in (src_lang, tgt_lang))):
+        say(hint)
     held_out = held_out_pairs(*test, test_lines, src_tok, tgt_tok, gold) if test else None  # before the long part
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -248,7 +286,10 @@ def prepare_alignment(src_lang: str, tgt_lang: str, corpora: Sequence[Corpus], g
     say(f"{counts['kept']} training pairs of {counts['read']} in {out / 'train.tsv.gz'} ({counts['empty']} empty, "
         f"{counts['equal_to_gold']} dropped: source or target matches a gold sentence); the gold sentences in "
         f"{out}/gold.{src_lang}, gold.{tgt_lang}{folded} ({time.perf_counter() - started:.0f} s)")
-    manifest = {"src_lang": src_lang, "tgt_lang": tgt_lang, "pretokenize": pretokenize, "fold_accents": fold_accents,
+    if user_dict is not None:  # the configs name the copy: the folder holds everything its models read
+        write_bytes(out / USER_DICT, Path(user_dict).read_bytes(), overwrite=True)
+    manifest = {"src_lang": src_lang, "tgt_lang": tgt_lang, "pretokenize": pretokenize,
+                "user_dict": None if user_dict is None else USER_DICT, "fold_accents": fold_accents,
                 "corpora": [c.name() + (" (target first)" if c.swapped else "") for c in corpora],
                 "gold_src": str(gold_src), "gold_tgt": str(gold_tgt), "gold_pairs": len(gold), "pairs": counts,
                 "gold_check": checks, "test": None, "links": None}

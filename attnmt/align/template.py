@@ -55,10 +55,11 @@ def _wrap(text: str, width: int = 116) -> str:
 
 
 def config_text(kind: str, src: str, tgt: str, data: str, name: str, reverse: bool,
-                template: dict[str, Any] | None = None) -> str:
+                template: dict[str, Any] | None = None, pretokenize: str = "words",
+                user_dict: str | None = None) -> str:
     """One config: ``kind`` of the direction ``src`` -> ``tgt`` (``reverse``: the prepared pair's target is
-    its source), reading the folder ``data`` (relative to the config's folder), named ``name``: the
-    template's pieces filled in."""
+    its source), reading the folder ``data`` (relative to the config's folder), named ``name``, its text
+    split by ``pretokenize`` (with ``user_dict``, a file of that folder): the template's pieces filled in."""
     if kind not in KINDS:
         raise UserError(f"align-config: kind {kind!r} is unknown; allowed: {' | '.join(KINDS)}")
     t = template or read_template()
@@ -66,7 +67,9 @@ def config_text(kind: str, src: str, tgt: str, data: str, name: str, reverse: bo
               "src_name": LANGUAGE_NAMES.get(src, src), "tgt_name": LANGUAGE_NAMES.get(tgt, tgt)}
     header = _wrap(t["headers"][kind].format(**values) + " " + t["paths"].format(**values))
     transforms = "".join(entry["text"].format(**values) for entry in t["transforms"] if kind in entry["kinds"])
+    dictionary = t["user_dict"].format(**values, user_dict_file=user_dict) if user_dict else ""
     data_section = t["data"].format(**values, columns=t["reversed_columns"] if reverse else "",
+                                    pretokenize=pretokenize, user_dict=dictionary,
                                     transforms=transforms.rstrip("\n"))
     guided = t["guided_alignment"]["text"] if kind in t["guided_alignment"]["kinds"] else ""
     train = t["train"].format(stop=t["stop"][kind]) + guided
@@ -84,7 +87,9 @@ def write_configs(data_dir: str | Path, out_dir: str | Path, name: str, kinds=KI
     texts = {}
     for kind in kinds:
         for a, b, reverse in ((src, tgt, False), (tgt, src, True)):
-            texts[out / f"{kind}_{a}_{b}.yaml"] = config_text(kind, a, b, data, f"{name}_{kind}_{a}_{b}", reverse)
+            texts[out / f"{kind}_{a}_{b}.yaml"] = config_text(kind, a, b, data, f"{name}_{kind}_{a}_{b}", reverse,
+                                                              pretokenize=manifest.get("pretokenize", "words"),
+                                                              user_dict=manifest.get("user_dict"))
     existing = [p for p in texts if p.exists()]
     if existing and not overwrite:
         raise UserError(f"{existing[0]} exists; choose another --out-dir or pass --overwrite")

@@ -10,6 +10,9 @@ from attnmt.cli.common import refuse_overwrite
 from attnmt.errors import UserError
 from attnmt.runtime.safe_write import write_text
 
+# align-prepare --pretokenize: attnmt.data.pretokenize.PRETOKENIZERS but none (--pretokenized)
+PRETOKENIZE_CHOICES = ["words", "hansards", "jieba", "mecab"]
+
 
 def cmd_align_prepare(args) -> None:
     from attnmt.align.prepare import TEST_LINES, Corpus, format_check, gold_check, prepare_alignment
@@ -17,9 +20,15 @@ def cmd_align_prepare(args) -> None:
 
     pretokenize = "none" if args.pretokenized else args.pretokenize
     if args.check:
+        from attnmt.data.pretokenize import check_pair, segmenter_hint
+
+        check_pair(pretokenize, args.src_lang, args.tgt_lang)
         gold = read_parallel(args.gold_src, args.gold_tgt)
         for k, (path, lang) in enumerate(((args.gold_src, args.src_lang), (args.gold_tgt, args.tgt_lang))):
-            print(format_check(gold_check([p[k] for p in gold], pretokenize, lang, show=args.show), f"gold {path}"))
+            check = gold_check([p[k] for p in gold], pretokenize, lang, show=args.show, user_dict=args.user_dict)
+            print(format_check(check, f"gold {path}"))
+        for hint in filter(None, (segmenter_hint(pretokenize, lang) for lang in (args.src_lang, args.tgt_lang))):
+            print(hint)
         return
     if not args.out_dir:
         raise UserError("align-prepare: give --out-dir DIR, the folder to write (e.g. data/align_deen)")
@@ -30,7 +39,8 @@ def cmd_align_prepare(args) -> None:
                + [Corpus(src=s, tgt=t) for s, t in args.parallel or []])
     prepare_alignment(args.src_lang, args.tgt_lang, corpora, args.gold_src, args.gold_tgt, args.out_dir,
                       pretokenize=pretokenize, links=not args.no_links, fold_accents=args.fold_accents,
-                      test=args.test, test_lines=TEST_LINES if args.test_lines is None else args.test_lines)
+                      test=args.test, test_lines=TEST_LINES if args.test_lines is None else args.test_lines,
+                      user_dict=args.user_dict)
 
 
 def cmd_align_config(args) -> None:
@@ -78,10 +88,17 @@ def _register_prepare(sub) -> None:
                         "train.en.gz (repeatable)")
     p.add_argument("--gold-src", required=True, help="the gold set's source sentences, tokenized, one per line")
     p.add_argument("--gold-tgt", required=True, help="the gold set's target sentences, line-aligned with --gold-src")
-    p.add_argument("--pretokenize", choices=["words", "hansards"], default="words",
+    p.add_argument("--pretokenize", choices=PRETOKENIZE_CHOICES, default="words",
                    help="how the corpora are split into the gold's words: words (any language: punctuation off "
-                        "word edges, inner hyphens and the language's abbreviations kept) or hansards (English "
-                        "and French as the NAACL 2003 Hansards set: lowercased, elisions spelled out); default words")
+                        "word edges, inner hyphens and the language's abbreviations kept), hansards (English "
+                        "and French as the NAACL 2003 Hansards set: lowercased, elisions spelled out), jieba "
+                        "(Chinese segmented into words by jieba; attnmt[zh]) or mecab (Japanese, by MeCab with "
+                        "UniDic; attnmt[ja]); a segmenter splits the pair's other language as words does; "
+                        "default words")
+    p.add_argument("--user-dict", metavar="FILE",
+                   help="with --pretokenize jieba or mecab: words to keep whole, such as names, one a line "
+                        "(jieba's format: a word, optionally its frequency and tag; frequency 0 removes a word "
+                        "from jieba's dictionary); copied into --out-dir for the configs")
     p.add_argument("--pretokenized", action="store_true",
                    help="the corpora are tokenized as the gold is already: split on spaces only")
     p.add_argument("--check", action="store_true",

@@ -16,14 +16,16 @@ def cmd_align(args) -> None:
 
     if args.model is None and not args.baseline:
         raise UserError("align: pass --model DIR (attention links) or --baseline diagonal|eflomal, or both")
-    for path in (args.out, args.json):
+    for path in (args.out, args.json, args.text_out):
         if path:
             refuse_overwrite(Path(path), args.overwrite)
     result = align_files(args.model, args.src, args.tgt, gold_path=args.gold, threshold=args.threshold,
                          baselines=args.baseline or (), checkpoint=args.checkpoint, method=args.align_method,
                          reverse_model=args.reverse_model, symmetrization=args.symmetrize, layer=args.layer,
-                         head=args.head, eflomal_corpus=args.eflomal_corpus)
+                         head=args.head, eflomal_corpus=args.eflomal_corpus, pretokenized=args.pretokenized)
     lines = [format_links(links, one_based=args.one_based) + "\n" for links in result.links[result.output]]
+    if args.text_out:
+        write_text(args.text_out, "".join(f"{s} ||| {t}\n" for s, t in result.pairs), overwrite=args.overwrite)
     if args.out:
         write_text(args.out, "".join(lines), overwrite=args.overwrite)
     elif not args.gold:
@@ -76,17 +78,23 @@ def cmd_animate(args) -> None:
     print("\n".join(str(path) for path in result.files))
 
 
-def register(sub) -> None:
-    """Add this module's commands to the `attnmt` parser."""
+def _register_align(sub) -> None:
     p = sub.add_parser("align", help="word alignments from a model's attention (Pharaoh i-j), scored against gold")
     p.add_argument("--model", action="append",
                    help="trained attention model folder (rnnsearch or transformer); repeat it for an ensemble, "
                         "whose attention is the mean of its models' word-level attention")
     add_checkpoint_arg(p)
-    p.add_argument("--src", required=True, help="tokenized source sentences, one per line")
-    p.add_argument("--tgt", required=True, help="tokenized target sentences, line-aligned with --src")
+    p.add_argument("--src", required=True,
+                   help="source sentences, one per line: raw text, split into words as --model's training text was "
+                        "(its data.pretokenize: Chinese segmented, ...), or tokenized text with --gold or "
+                        "--pretokenized")
+    p.add_argument("--tgt", required=True, help="target sentences, line-aligned with --src, read as --src is")
     p.add_argument("--gold", help="gold links, 1-based 'i-j' (sure) and 'ipj' (possible): prints AER, precision, "
-                                  "recall")
+                                  "recall; the sentences are read as they are, in the gold's words")
+    p.add_argument("--pretokenized", action="store_true",
+                   help="the sentences are split into words already: read them at spaces, as with --gold")
+    p.add_argument("--text-out", metavar="FILE",
+                   help="write the sentence pairs as aligned, 'source ||| target' a line: the words the links count")
     add_alignment_args(p, method_flag="--method")
     p.add_argument("--reverse-model", action="append",
                    help="a model of the other direction (translates --tgt into --src); repeatable, as --model")
@@ -99,9 +107,13 @@ def register(sub) -> None:
     p.add_argument("--out", help="write the links here (default: stdout, unless --gold is given): the symmetrized "
                                  "ones, else --model's, else the first baseline's")
     p.add_argument("--json", help="also write the scores as JSON to this file")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing --out or --json file")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out, --json or --text-out file")
     p.set_defaults(func=cmd_align)
 
+
+def register(sub) -> None:
+    """Add this module's commands to the `attnmt` parser."""
+    _register_align(sub)
     p = sub.add_parser("serve", help="serve models over HTTP: a JSON API and a page with attention heatmaps")
     p.add_argument("--model", action="append", required=True, metavar="[NAME=]DIR",
                    help="a trained model folder, named NAME or after its folder (repeatable; the first is the "

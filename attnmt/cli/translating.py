@@ -151,6 +151,7 @@ def cmd_evaluate(args) -> None:
 
 
 def cmd_plot_attention(args) -> None:
+    from attnmt.data.pretokenize import segmented_sides
     from attnmt.decode.inputs import MAX_SOURCE_TOKENS, InputRefused
     from attnmt.decode.translator import load
     from attnmt.viz.heatmap import merge_pieces, plot_attention
@@ -172,7 +173,8 @@ def cmd_plot_attention(args) -> None:
     if not args.pieces:
         tgt_ids = translator.tgt.tokenizer.word_ids(tr.tgt_tokens)
         alpha, src, tgt = merge_pieces(alpha, src, tgt, translator.src.tokenizer.word_ids(src),
-                                       tgt_ids + [max(tgt_ids, default=-1) + 1])
+                                       tgt_ids + [max(tgt_ids, default=-1) + 1],
+                                       spaced=segmented_sides(translator.config.data))
     plot_attention(alpha, src, tgt, out, title=tr.text)
     print(f"{tr.text}\n{out}")
 

@@ -68,6 +68,11 @@ class DataConfig:
     vocab_size: int = ranged(8000, MIN_VOCAB, MAX_VOCAB)  # subword vocabulary size (bpe / unigram)
     joint_vocab: bool = False  # one tokenizer and vocabulary shared by both languages
     lowercase: bool = False  # lowercase both sides before tokenizing (any tokenizer); output stays lowercase
+    # How the training text was split into words (attnmt/data/pretokenize.py; align-config writes the one that
+    # align-prepare --pretokenize used): training reads the text as it is, and the model folder loaded to translate
+    # (translate, align, serve, explore) splits raw input the same way. None: input is read as it is.
+    pretokenize: Optional[Literal["words", "hansards", "jieba", "mecab", "none"]] = None
+    pretokenize_user_dict: Optional[str] = None  # the segmenter's user dictionary (align-prepare --user-dict)
     max_vocab: Optional[int] = ranged(None, 1, MAX_VOCAB)  # word tokenizer: keep at most this many tokens per side
     min_freq: int = ranged(1, 1, MAX_COUNT)  # word tokenizer: drop rarer tokens (they become <unk>)
     max_len: int = ranged(100, 1, MAX_TOKENS)  # training pairs with a longer side (in tokens) are dropped and counted
@@ -352,7 +357,8 @@ def check_model_name(name: str) -> None:
                         "without / or \\, not starting with a dot, e.g. name: de-en-base")
 
 
-PATH_FIELDS = {"train_src", "train_tgt", "train_tsv", "valid_src", "valid_tgt", "valid_tsv", "test_src", "test_tgt"}
+PATH_FIELDS = {"train_src", "train_tgt", "train_tsv", "valid_src", "valid_tgt", "valid_tsv", "test_src", "test_tgt",
+               "pretokenize_user_dict"}
 # The keys of data.transforms entries that name files, resolved like the data paths (attnmt/data/transforms.py
 # names every file setting so).
 TRANSFORM_PATH_KEYS = ("src", "tgt", "path")

@@ -1,9 +1,9 @@
 """Pretokenizers: raw text split into the words a word-alignment gold set counts.
 
 Word alignments are scored word by word, so a model or an aligner must see the gold set's words.
-Three are registered in :data:`PRETOKENIZERS` (``attnmt align-prepare --pretokenize``), and
-:func:`gold_changes` lists the gold lines a pretokenizer would change (a gold set's tokenization is a
-given: the training text must match it, not the other way round):
+Five are registered in :data:`PRETOKENIZERS` (``attnmt align-prepare --pretokenize``, a model's
+``data.pretokenize``), and :func:`gold_changes` lists the gold lines a pretokenizer would change (a gold
+set's tokenization is a given: the training text must match it, not the other way round):
 
 * ``words`` (any language): punctuation split off word edges; hyphens, apostrophes, periods and
   commas inside a word kept (``EU-Bürgern``, ``H-0252``, ``3,5``); the abbreviations of the
@@ -12,6 +12,11 @@ given: the training text must match it, not the other way round):
   French and Italian after it (``l' heure``), other languages not at all. Case is kept.
 * ``hansards`` (English and French only, :func:`tokenize`): the NAACL 2003 Hansards convention below.
 * ``none``: the text is tokenized already (``--pretokenized``); only runs of spaces are collapsed.
+* ``jieba`` (Chinese) and ``mecab`` (Japanese): the language's runs of Han characters (and kana) cut into
+  words by a segmenter (:mod:`attnmt.data.segment`, an optional extra), the rest of the text (digits, Latin
+  letters, punctuation: ``2024``, ``iPhone``, ``3.5 %``) split as ``words`` splits it
+  (:func:`segmented_words`); the pair's other language is split as ``words`` splits it. The gold check
+  segments a gold line as the language writes it, without the spaces between its words.
 
 :func:`fold_accents` (``align-prepare --fold-accents``) writes accented text the way the Canadian Hansards
 release spells French, in plain ASCII (``L'été n'a pas été`` -> ``L'ete n'a pas ete``), one character at a
@@ -39,10 +44,16 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import NamedTuple
 
+from attnmt.config.schema import DataConfig
+from attnmt.data.segment import SEGMENTERS, Segmenter, cutter, language, script_runs, segmenter_for, unspaced
 from attnmt.errors import UserError
 
-__all__ = ["PRETOKENIZERS", "fold_accents", "gold_changes", "pretokenizer", "tokenize", "words"]
+__all__ = ["PRETOKENIZERS", "Pretokenizer", "check_pair", "fold_accents", "gold_changes", "model_pretokenizers",
+           "pretokenizer", "segmented_sides", "segmented_words", "segmenter_hint", "segments", "tokenize",
+           "words"]
 
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "`": "'"})
 # French words that drop their final vowel before a vowel, and what they are written as in full.
@@ -209,34 +220,116 @@ def _none(text: str, lang: str) -> str:
     return " ".join(text.split())
 
 
-# name -> (function of (text, lang), the languages it knows (None: any), whether it lowercases)
-PRETOKENIZERS: dict[str, tuple[Callable[[str, str], str], tuple[str, ...] | None, bool]] = {
-    "words": (words, None, False),
-    "hansards": (tokenize, ("en", "fr"), True),
-    "none": (_none, None, False),
+def segmented_words(text: str, lang: str, cut: Callable[[str], list[str]], segmenter: Segmenter) -> str:
+    """``text`` as words: each run of the segmenter's script cut into words by ``cut``, everything else (digits,
+    Latin letters, punctuation) split as :func:`words` splits it; existing spaces stay word boundaries."""
+    text = unicodedata.normalize("NFC", text).translate(_APOSTROPHES)
+    out: list[str] = []
+    for chunk in text.split():
+        for run, cut_it in script_runs(chunk, segmenter):
+            out += [w for w in cut(run) if w.strip()] if cut_it else _chunk(run, lang)
+    return " ".join(out)
+
+
+class Pretokenizer(NamedTuple):
+    """A registered pretokenizer: its function of (text, lang), the languages it knows (None: any), whether it
+    lowercases, and the segmenter it cuts its language with (None: it splits at spaces and punctuation)."""
+
+    function: Callable[[str, str], str]
+    languages: tuple[str, ...] | None
+    lowercases: bool
+    segmenter: Segmenter | None = None
+
+
+# A segmenter splits its language into words and any other language (the pair's other side) as `words` does.
+PRETOKENIZERS: dict[str, Pretokenizer] = {
+    "words": Pretokenizer(words, None, False),
+    "hansards": Pretokenizer(tokenize, ("en", "fr"), True),
+    "none": Pretokenizer(_none, None, False),
+    **{name: Pretokenizer(words, None, False, s) for name, s in SEGMENTERS.items()},
 }
 
 
-def pretokenizer(name: str, lang: str) -> Callable[[str], str]:
-    """The pretokenizer ``name`` for ``lang``; UserError naming the choices when either does not fit."""
+def segments(name: str, lang: str) -> bool:
+    """Whether pretokenizer ``name`` cuts ``lang`` into words with a segmenter."""
+    s = PRETOKENIZERS[name].segmenter if name in PRETOKENIZERS else None
+    return s is not None and s.language == language(lang)
+
+
+def pretokenizer(name: str, lang: str, user_dict: str | Path | None = None) -> Callable[[str], str]:
+    """The pretokenizer ``name`` for ``lang`` (``user_dict``: a segmenter's user dictionary); UserError naming the
+    choices when either does not fit, and naming the extra to install when a segmenter is missing."""
     if name not in PRETOKENIZERS:
         raise UserError(f"pretokenizer {name!r} is unknown; allowed: {' | '.join(PRETOKENIZERS)}")
-    function, languages, _ = PRETOKENIZERS[name]
+    function, languages, _, segmenter = PRETOKENIZERS[name]
     if languages is not None and lang not in languages:
         raise UserError(f"the {name} pretokenizer knows {' and '.join(languages)} only, not {lang!r}; use "
                         "--pretokenize words (any language) or --pretokenized (text tokenized already)")
+    if user_dict is not None and segmenter is None:
+        raise UserError(f"--user-dict {user_dict}: a user dictionary belongs to a segmenter "
+                        f"({' | '.join(SEGMENTERS)}), not to the {name} pretokenizer; leave it out")
+    if segments(name, lang):
+        cut = cutter(name, user_dict)
+        return lambda text: segmented_words(text, lang, cut, segmenter)
     return lambda text: function(text, lang)
 
 
-def gold_changes(lines: Sequence[str], name: str, lang: str) -> list[tuple[int, str, str]]:
+def check_pair(name: str, src_lang: str, tgt_lang: str) -> None:
+    """UserError for a segmenter that segments neither language of the pair (it would split both as words)."""
+    segmenter = PRETOKENIZERS[name].segmenter if name in PRETOKENIZERS else None
+    if segmenter is not None and not (segments(name, src_lang) or segments(name, tgt_lang)):
+        raise UserError(f"--pretokenize {name} segments {segmenter.language_name} ({segmenter.language}), and the pair "
+                        f"is {src_lang}-{tgt_lang}; give --src-lang or --tgt-lang {segmenter.language}, or use "
+                        "--pretokenize words")
+
+
+def segmenter_hint(name: str, lang: str) -> str | None:
+    """A line for a language written without spaces that pretokenizer ``name`` would not segment, else None (also
+    for ``none``: text tokenized already)."""
+    segmenter = segmenter_for(lang)
+    if segmenter is None or name == "none" or segments(name, lang):
+        return None
+    return (f"{lang} is written without spaces between words: --pretokenize {segmenter.name} segments it into words "
+            f"({segmenter.install_hint()})")
+
+
+def segmented_sides(data: DataConfig) -> tuple[bool, bool]:
+    """Whether a model's source and target text was segmented into words (its data.pretokenize a segmenter of the
+    side's language): their words are the whitespace-separated ones, in every script."""
+    name = data.pretokenize
+    return (False, False) if name is None else (segments(name, data.src_lang), segments(name, data.tgt_lang))
+
+
+def model_pretokenizers(data: DataConfig) -> tuple[Callable[[str], str] | None, Callable[[str], str] | None]:
+    """The pretokenizers of a model's source and target (its config's data.pretokenize, data.src_lang and
+    data.tgt_lang, data.pretokenize_user_dict), which split raw input as its training text was split; None for a
+    side the model reads as it is."""
+    name = data.pretokenize
+    if name is None or name == "none":
+        return None, None
+    user_dict = data.pretokenize_user_dict
+
+    def side(lang: str) -> Callable[[str], str]:
+        return pretokenizer(name, lang, user_dict if segments(name, lang) else None)
+
+    try:
+        return side(data.src_lang), side(data.tgt_lang)
+    except UserError as e:
+        raise UserError(f"the model's data.pretokenize {name}: {e}") from None
+
+
+def gold_changes(lines: Sequence[str], name: str, lang: str,
+                 user_dict: str | Path | None = None) -> list[tuple[int, str, str]]:
     """The gold lines that pretokenizer ``name`` would change, as (1-based line, line, pretokenized); a
-    pretokenizer that lowercases is compared without case."""
-    tokenize_line = pretokenizer(name, lang)
-    lowercases = PRETOKENIZERS[name][2]
+    pretokenizer that lowercases is compared without case. A segmenter segments each line as the language
+    writes it (:func:`attnmt.data.segment.unspaced`: without the gold's spaces between its words)."""
+    tokenize_line = pretokenizer(name, lang, user_dict)
+    lowercases = PRETOKENIZERS[name].lowercases
+    as_written = unspaced if segments(name, lang) else (lambda line: line)
     changed = []
     for number, line in enumerate(lines, start=1):
         given = " ".join(line.split())
-        after = tokenize_line(line)
+        after = tokenize_line(as_written(given))
         if after != (given.lower() if lowercases else given):
             changed.append((number, given, after))
     return changed

@@ -93,5 +93,6 @@ def load_ensemble(model_dirs: Sequence[str | Path], checkpoint: str | None = Non
     ensemble = Ensemble([t.model for t in translators], weights).eval()
     translator = Translator(ensemble, first.src, first.tgt, first.config, limits=first.limits)
     translator.model_dir = first.model_dir
+    translator.split_source, translator.split_target = first.split_source, first.split_target
     translator.members = translators  # word alignments read each member's attention (attnmt.align.align_translations)
     return translator

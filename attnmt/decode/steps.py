@@ -25,6 +25,7 @@ import torch.nn.functional as F
 
 from attnmt.config.special import BOS_ID, EOS_ID, PAD_ID
 from attnmt.data.batching import collate
+from attnmt.data.pretokenize import segmented_sides
 from attnmt.decode.beam_tree import BeamTree
 from attnmt.decode.constraints import check_prefix
 from attnmt.decode.forced import eval_mode, force
@@ -87,7 +88,7 @@ def explore(translator, sentence: str, beam: int | None = None, prefix: str | No
     if not 1 <= top_k <= MAX_TOP_K:
         raise UserError(f"top_k={top_k} is out of range; allowed: 1 to {MAX_TOP_K}")
     options = translator.decode_options(beam=beam)  # as translate() builds and checks them
-    src_pieces = gated_tokens([sentence], translator.src.tokens, translator.limits)[0]
+    src_pieces = translator.read([sentence])[1][0]  # through the input gate, split as the model's training text
     if not src_pieces:
         raise UserError("the sentence is empty; give a sentence to translate")
     forced = prefix_ids(translator, prefix, prefix_tokens)
@@ -105,9 +106,10 @@ def explore(translator, sentence: str, beam: int | None = None, prefix: str | No
         steps, attention, annotations = _forced_steps(translator, src_ids, out_ids, top_k, heads)
     tgt = translator.tgt
     out_pieces = tgt.vocab.decode(out_ids)
-    source = _side(translator.src, sentence, src_pieces)
+    spaced = segmented_sides(translator.config.data)
+    source = _side(translator.src, sentence, src_pieces, spaced[0])
     source["annotations"] = annotations
-    output = _side(tgt, tgt.detokenize(out_ids), out_pieces)
+    output = _side(tgt, tgt.detokenize(out_ids), out_pieces, spaced[1])
     output["score"] = _finite(hyp.score if hyp is not None else float("-inf"), SCORE_DECIMALS)
     output["log_prob"] = _finite(hyp.log_prob if hyp is not None else float("-inf"), SCORE_DECIMALS)
     for i, step in enumerate(steps):
@@ -165,19 +167,20 @@ def _slim(record: dict[str, Any]) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------ parts
 
 
-def _side(processor, text: str, pieces: list[str]) -> dict[str, Any]:
+def _side(processor, text: str, pieces: list[str], spaced: bool = False) -> dict[str, Any]:
     """Text, pieces, words and the word of each piece."""
-    words, piece_word = words_of(processor.tokenizer, pieces)
+    words, piece_word = words_of(processor.tokenizer, pieces, spaced)
     return {"text": text, "pieces": pieces, "words": words, "piece_word": piece_word}
 
 
-def words_of(tokenizer, pieces: Sequence[str]) -> tuple[list[str], list[int]]:
+def words_of(tokenizer, pieces: Sequence[str], spaced: bool = False) -> tuple[list[str], list[int]]:
     """The words that ``pieces`` make, and the word of each piece. Words are the whitespace-separated ones,
-    except in a script written without spaces (Chinese, Japanese), where each piece is a word of its own."""
+    except in a script written without spaces (Chinese, Japanese), where each piece is a word of its own
+    unless ``spaced``: text segmented into words (a model trained on it) has its words between spaces."""
     groups: list[list[str]] = []
     last = None
     for piece, word in zip(pieces, tokenizer.word_ids(pieces) if pieces else []):
-        if word != last or _UNSPACED.search(piece) or _UNSPACED.search(groups[-1][-1]):
+        if word != last or not spaced and (_UNSPACED.search(piece) or _UNSPACED.search(groups[-1][-1])):
             groups.append([])
         groups[-1].append(piece)
         last = word

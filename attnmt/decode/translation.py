@@ -23,7 +23,7 @@ from attnmt.errors import UserError, closest
 class Translation:
     """One source sentence's best translation, with what the model looked at."""
 
-    source: str
+    source: str  # the sentence as the model read it: split into words by its pretokenizer, if it has one
     text: str
     src_tokens: list[str]
     tgt_tokens: list[str]  # the output tokens, without </s>

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import typing
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -11,12 +12,14 @@ from torch import nn
 from attnmt.config.schema import Config
 from attnmt.data.batching import collate
 from attnmt.data.dataset import TextProcessor, load_processors
+from attnmt.data.pretokenize import model_pretokenizers
 from attnmt.decode.forced import eval_mode
 from attnmt.decode.inputs import (  # MAX_SOURCE_TOKENS, SentenceTooLong re-exported: attnmt.cli, tests
     MAX_SOURCE_TOKENS,  # noqa: F401
     InputLimits,
     InputRefused,
     SentenceTooLong,  # noqa: F401
+    check_sentences,
     gated_tokens,
     sentence_list,
 )
@@ -59,6 +62,10 @@ class Translator:
         self.threads = threads
         self.model_dir: Path | None = None  # the folder it was loaded from (load() sets it)
         self.members: list[Translator] | None = None  # an ensemble's own translators (load_ensemble sets them)
+        # How raw text is split into the words the model was trained on, source and target (load() sets them from
+        # data.pretokenize: attnmt.data.pretokenize.model_pretokenizers); None: text is read as it is.
+        self.split_source: Callable[[str], str] | None = None
+        self.split_target: Callable[[str], str] | None = None
 
     @property
     def max_src_tokens(self) -> int | None:
@@ -110,11 +117,12 @@ class Translator:
         given): a threaded server or a training run must not fork. The coverage penalty needs a model with
         attention. ``prefix``: the start the translation must have (text in the target language; a str for one
         sentence, a list with a str or None per sentence for a list); the rest is the best continuation found
-        (:mod:`attnmt.decode.constraints`). :meth:`explore` shows a sentence's decoding step by step.
+        (:mod:`attnmt.decode.constraints`). :meth:`explore` shows a sentence's decoding step by step; :meth:`read`
+        splits input as the model's training text was.
         """
         single, sentences = isinstance(sentences, str), sentence_list(sentences)
         options = self.decode_options(options, sampling, **given)  # checked before any worker starts
-        src_tokens = gated_tokens(sentences, self.src.tokens, self.limits)
+        sentences, src_tokens = self.read(sentences)
         # An empty line still gets a translation (of nothing): keep line counts equal.
         src_ids = [self.src.vocab.encode(toks) for toks in src_tokens]
         forced = self._prefixes(prefix, single, len(sentences), options)
@@ -149,6 +157,16 @@ class Translator:
                                                   "model has no attention to measure coverage with; leave it at 0 for "
                                                   "this model")
         return options
+
+    def read(self, sentences: list[str]) -> tuple[list[str], list[list[str]]]:
+        """``sentences`` as the model reads them, through the input gate (:mod:`attnmt.decode.inputs`): split into
+        words as its training text was (a model trained on pretokenized text, ``data.pretokenize``: Chinese
+        segmented into words, ...; :attr:`split_source`), and their source pieces. Their size is checked before
+        they are split."""
+        if self.split_source is not None:
+            check_sentences(sentences, self.limits)
+            sentences = [self.split_source(s) for s in sentences]
+        return sentences, gated_tokens(sentences, self.src.tokens, self.limits)
 
     def _best(self, sentence: str, src_tokens: list[str], hyps) -> Translation:
         """The best of a sentence's hypotheses as a Translation, with all of them as its n-best list."""
@@ -243,4 +261,5 @@ def load(model_dir: str | Path, checkpoint: str | None = None, device: str = "cp
         model = quantize_int8(model)
     translator = Translator(model, src, tgt, config, limits=InputLimits(), threads=threads)
     translator.model_dir = model_dir
+    translator.split_source, translator.split_target = model_pretokenizers(config.data)
     return translator

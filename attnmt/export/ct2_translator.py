@@ -27,7 +27,8 @@ import numpy as np
 
 from attnmt.config.special import EOS
 from attnmt.data.dataset import load_processors
-from attnmt.decode.inputs import InputLimits, InputRefused, gated_tokens, sentence_list
+from attnmt.data.pretokenize import model_pretokenizers
+from attnmt.decode.inputs import InputLimits, InputRefused, check_sentences, gated_tokens, sentence_list
 from attnmt.decode.options import DecodeOptions, OptionError
 from attnmt.decode.search import length_penalty_factor, max_output_lengths
 from attnmt.decode.translation import (
@@ -57,6 +58,7 @@ class CT2Translator:
         self.config = model_config(self.model_dir)
         self.export = json.loads((self.model_dir / EXPORT_FILE).read_text(encoding="utf-8"))
         self.src, self.tgt = load_processors(self.model_dir)
+        self.split_source, self.split_target = model_pretokenizers(self.config.data)  # as Translator's
         compute_type = compute_type or self.export["quantization"]
         if compute_type not in COMPUTE_TYPES:
             raise UserError(f"compute type {compute_type} is unknown; allowed: {', '.join(COMPUTE_TYPES)}")
@@ -111,6 +113,9 @@ class CT2Translator:
         """As :meth:`attnmt.decode.translator.Translator.translate`; what CTranslate2 cannot do is a UserError."""
         single, sentences = isinstance(sentences, str), sentence_list(sentences)
         options = self.decode_options(options, sampling, **given)
+        if self.split_source is not None:  # as Translator.read: the size checked before the split
+            check_sentences(sentences, self.limits)
+            sentences = [self.split_source(s) for s in sentences]
         positions = self.export["max_positions"]  # the rows of the exported position table
         most = positions if self.max_src_tokens is None else min(self.max_src_tokens, positions)
         src_tokens = gated_tokens(sentences, self.src.tokens, self.limits, limit=most)

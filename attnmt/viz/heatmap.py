@@ -228,27 +228,30 @@ def _checked_matrix(alpha: Any, src_tokens: Sequence[str], tgt_tokens: Sequence[
 
 
 def merge_pieces(alpha: Any, src_pieces: Sequence[str], tgt_pieces: Sequence[str], src_word_ids: Sequence[int],
-                 tgt_word_ids: Sequence[int]) -> tuple[np.ndarray, list[str], list[str]]:
+                 tgt_word_ids: Sequence[int], spaced: tuple[bool, bool] = (False, False)
+                 ) -> tuple[np.ndarray, list[str], list[str]]:
     """Attention between subword pieces as attention between words, with the words as labels.
 
     ``*_word_ids`` give each piece's word (``Tokenizer.word_ids``; the ``</s>`` row its own word). As in
     :func:`attnmt.align.word_attention`, the columns of a source word's pieces are summed and the rows of a
     target word's pieces averaged, so rows still sum to 1. A word's label is its pieces joined without
     sentencepiece's ``▁``. A side written in a CJK script keeps one column (or row) per piece, shown
-    without ``▁``: such text has no spaces, so its whitespace word would be the whole sentence.
+    without ``▁``: such text has no spaces, so its whitespace word would be the whole sentence; unless the side is
+    ``spaced`` (source, target): a model trained on text segmented into words has its words between spaces.
     """
     from attnmt.align import word_attention
 
     weights = _checked_matrix(alpha, src_pieces, tgt_pieces)
 
-    def words(pieces: Sequence[str], ids: Sequence[int]) -> tuple[list[int], list[str]]:
-        ids = list(range(len(pieces))) if cjk_script(map(str, pieces)) else list(ids)
+    def words(pieces: Sequence[str], ids: Sequence[int], segmented: bool) -> tuple[list[int], list[str]]:
+        ids = list(range(len(pieces))) if not segmented and cjk_script(map(str, pieces)) else list(ids)
         joined = [""] * (max(ids, default=-1) + 1)
         for piece, i in zip(pieces, ids):
             joined[i] += str(piece).replace(SP_SPACE, "")
         return ids, [text or SP_SPACE for text in joined]
 
-    (src_ids, src_words), (tgt_ids, tgt_words) = words(src_pieces, src_word_ids), words(tgt_pieces, tgt_word_ids)
+    (src_ids, src_words), (tgt_ids, tgt_words) = (words(src_pieces, src_word_ids, spaced[0]),
+                                                  words(tgt_pieces, tgt_word_ids, spaced[1]))
     return word_attention(weights, src_ids, tgt_ids), src_words, tgt_words
 
 
