@@ -23,11 +23,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from attnmt.config.special import BOS_ID, EOS_ID, PAD_ID
+from attnmt.config.special import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from attnmt.data.batching import collate
 from attnmt.decode.beam_tree import BeamTree
 from attnmt.decode.constraints import check_prefix
-from attnmt.decode.forced import eval_mode, force
+from attnmt.decode.forced import eval_mode, force, forced_batches
 from attnmt.decode.search import beam_search
 from attnmt.decode.translation import check_lengths, check_options
 from attnmt.errors import UserError
@@ -40,7 +40,6 @@ MAX_TOP_K = 50
 COMPONENTS = 6  # components of h_j and c_i shown with the equation
 DECIMALS = 4  # probabilities and attention
 SCORE_DECIMALS = 3  # scores, log probs, e_ij and norms
-NESTED_TOP_K = 3  # top-k pieces per step kept in a what-if record (what_if)
 # Scripts written without spaces between words (CJK ideographs, kana): there, each piece counts as a word
 _UNSPACED = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
@@ -87,20 +86,15 @@ def explore(translator, sentence: str, beam: int | None = None, prefix: str | No
     check_prefix(forced, d.no_repeat_ngram)
     src_ids = translator.src.vocab.encode(src_pieces)
     recorder = BeamTree() if tree else None
-    model = translator.model
-    with eval_mode(model), torch.inference_mode():
-        batch = collate([(src_ids, None)], [0]).to(translator.device)
-        found = beam_search(model, batch.src, batch.src_len, beam_size=beam, length_penalty=d.length_penalty,
-                            max_len_a=d.max_len_a, max_len_b=d.max_len_b, max_len_cap=d.max_len_cap,
-                            stopping=d.stopping, min_len=d.min_len, no_repeat_ngram=d.no_repeat_ngram,
-                            coverage_penalty=translator.coverage_beta(None), prefix=[forced], record=recorder)[0]
-        hyp = found[0] if found else None
+    with eval_mode(translator.model), torch.inference_mode():
+        hyp = _search(translator, src_ids, [forced], beam, recorder)[0]
         out_ids = hyp.tokens if hyp is not None else []
         steps, attention, annotations = _forced_steps(translator, src_ids, out_ids, top_k, heads)
     tgt = translator.tgt
     out_pieces = tgt.vocab.decode(out_ids)
     source = _side(translator.src, sentence, src_pieces)
     source["annotations"] = annotations
+    source["unknown"] = [j for j, i in enumerate(src_ids) if i == UNK_ID]
     output = _side(tgt, tgt.detokenize(out_ids), out_pieces)
     output["score"] = _finite(hyp.score if hyp is not None else float("-inf"), SCORE_DECIMALS)
     output["log_prob"] = _finite(hyp.log_prob if hyp is not None else float("-inf"), SCORE_DECIMALS)
@@ -132,28 +126,85 @@ def model_info(translator, name: str | None = None) -> dict[str, Any]:
             "src_lang": config.data.src_lang, "tgt_lang": config.data.tgt_lang}
 
 
-def what_if(translator, record: dict[str, Any], alternatives: int = 3, **settings) -> dict[str, list[dict]]:
+def what_if(translator, record: dict[str, Any], alternatives: int = 3,
+            beam: int | None = None) -> dict[str, list[dict]]:
     """The record's what-if re-decodings, by step (a str): for each step i, the output forced to start with
     the pieces before step i and then, in turn, each of the first ``alternatives`` pieces of the step's top-k
-    other than the chosen one and ``</s>``. The nested records are slim: no tree, no per-head attention, no
-    equation parts, and at most ``NESTED_TOP_K`` pieces in each step's top-k."""
+    other than the chosen one and ``</s>`` (one that would repeat an n-gram decode.no_repeat_ngram forbids is
+    skipped). ``beam``: as :func:`explore`'s.
+
+    All of them are decoded in one batched beam search and one batched teacher-forced pass. The records
+    hold what the what-if view draws: ``prefix``, ``output`` (with its ``score``), ``steps`` (``output``,
+    ``output_word``, ``forced``) and ``attention`` (``pieces`` and ``words``, ``mean`` only); their source
+    and model are the record's."""
+    check_options(beam=beam)
+    beam = translator.config.decode.beam if beam is None else beam
     chosen = [step["output"] for step in record["steps"]]
-    result: dict[str, list[dict]] = {}
+    prefixes = []
     for i, step in enumerate(record["steps"]):
         options = [c["piece"] for c in step["top_k"] if c["piece"] not in (step["output"], "</s>")][:alternatives]
-        if options:
-            result[str(i)] = [_slim(explore(translator, record["source"]["text"], prefix_tokens=chosen[:i] + [piece],
-                                            heads=False, tree=False, name=record["model"]["name"], **settings))
-                              for piece in options]
+        for piece in options:
+            ids = prefix_ids(translator, prefix_tokens=chosen[:i] + [piece])
+            try:
+                check_prefix(ids, translator.config.decode.no_repeat_ngram)
+            except UserError:
+                continue
+            prefixes.append((str(i), ids))
+    src_ids = translator.src.vocab.encode(record["source"]["pieces"])
+    with eval_mode(translator.model), torch.inference_mode():
+        hyps = _search(translator, src_ids, [ids for _, ids in prefixes], beam)
+        outputs = [hyp.tokens if hyp is not None else [] for hyp in hyps]
+        attention = _forced_attention(translator, src_ids, outputs)
+    result: dict[str, list[dict]] = {}
+    for (step, ids), hyp, weights in zip(prefixes, hyps, attention):
+        result.setdefault(step, []).append(_what_if_record(translator, ids, hyp, weights,
+                                                           record["source"]["piece_word"]))
     return result
 
 
-def _slim(record: dict[str, Any]) -> dict[str, Any]:
-    record["source"]["annotations"] = None
-    for step in record["steps"]:
-        step["equation"] = None
-        step["top_k"] = step["top_k"][:NESTED_TOP_K]
-    return record
+def _what_if_record(translator, forced: list[int], hyp, weights: np.ndarray | None,
+                    source_piece_word: list[int]) -> dict[str, Any]:
+    tgt = translator.tgt
+    out_ids = hyp.tokens if hyp is not None else []
+    pieces = tgt.vocab.decode(out_ids)
+    output = _side(tgt, tgt.detokenize(out_ids), pieces)
+    output["score"] = _finite(hyp.score if hyp is not None else float("-inf"), SCORE_DECIMALS)
+    steps = [{"output": pieces[i] if i < len(pieces) else "</s>",
+              "output_word": output["piece_word"][i] if i < len(pieces) else None, "forced": i < len(forced)}
+             for i in range(len(pieces) + 1)]
+    attention = None
+    if weights is not None:
+        full = _attention(weights, source_piece_word)
+        attention = {level: {"mean": full[level]["mean"]} for level in ("pieces", "words")}
+    return {"format": FORMAT, "prefix": tgt.vocab.decode(forced), "output": output, "steps": steps,
+            "attention": attention}
+
+
+def _search(translator, src_ids: list[int], prefixes: list[list[int]], beam: int, recorder: BeamTree | None = None):
+    """The best hypothesis (None: none finished) of the beam search of one source, once per forced prefix,
+    all in one batch."""
+    if not prefixes:
+        return []
+    d = translator.config.decode
+    batch = collate([(src_ids, None)] * len(prefixes), list(range(len(prefixes)))).to(translator.device)
+    found = beam_search(translator.model, batch.src, batch.src_len, beam_size=beam, length_penalty=d.length_penalty,
+                        max_len_a=d.max_len_a, max_len_b=d.max_len_b, max_len_cap=d.max_len_cap,
+                        stopping=d.stopping, min_len=d.min_len, no_repeat_ngram=d.no_repeat_ngram,
+                        coverage_penalty=translator.coverage_beta(None), prefix=prefixes, record=recorder)
+    return [hyps[0] if hyps else None for hyps in found]
+
+
+def _forced_attention(translator, src_ids: list[int], outputs: list[list[int]]) -> list[np.ndarray | None]:
+    """The search's attention [T, S] over one source for each output (a row per output piece and one for
+    </s>), from one teacher-forced pass; None for each when the model has no attention."""
+    result: list[np.ndarray | None] = [None] * len(outputs)
+    for forced in forced_batches(translator.model, [src_ids] * len(outputs), outputs, translator.device):
+        if forced.attention is None:
+            continue
+        weights = forced.attention.float().cpu().numpy()
+        for row, k in enumerate(forced.index):
+            result[k] = weights[row, :len(outputs[k]) + 1, :len(src_ids)]
+    return result
 
 
 # ------------------------------------------------------------------------------------------ parts
