@@ -27,6 +27,7 @@ from attnmt.config.special import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from attnmt.data.batching import collate
 from attnmt.decode.beam_tree import BeamTree
 from attnmt.decode.constraints import check_prefix
+from attnmt.decode.evaluate import bleu_tokenize_for, sentence_scores
 from attnmt.decode.forced import eval_mode, force, forced_batches
 from attnmt.decode.search import beam_search
 from attnmt.decode.translation import check_lengths, check_options
@@ -62,7 +63,7 @@ def prefix_ids(translator, prefix: str | None = None, prefix_tokens: Sequence[st
 
 def explore(translator, sentence: str, beam: int | None = None, prefix: str | None = None,
             prefix_tokens: Sequence[str] | None = None, top_k: int = 10, name: str | None = None,
-            heads: bool = True, tree: bool = True) -> dict[str, Any]:
+            heads: bool = True, tree: bool = True, reference: str | None = None) -> dict[str, Any]:
     """The explore record of ``sentence`` translated by ``translator``
     (an :class:`attnmt.decode.translator.Translator`).
 
@@ -70,6 +71,8 @@ def explore(translator, sentence: str, beam: int | None = None, prefix: str | No
     settings are the model's decode.*. ``prefix`` (text) or ``prefix_tokens`` (target pieces): force the
     output to start with it; the rest is the best continuation. ``top_k``: next pieces listed per step.
     ``heads=False`` leaves out a Transformer's per-head attention, ``tree=False`` the search tree.
+    ``reference``: a known translation of the sentence, which the record gives with the output's sentence
+    BLEU and chrF against it.
     """
     if translator.members is not None:
         raise UserError("explore reads one model's attention; pass one model folder, not an ensemble")
@@ -112,7 +115,14 @@ def explore(translator, sentence: str, beam: int | None = None, prefix: str | No
         "attention": None if attention is None else _attention(attention, source["piece_word"]),
         "beam": None if recorder is None or hyp is None else _tree(recorder, hyp, beam, tgt.vocab),
         "alternatives": None,
+        "reference": None if reference is None else _reference(translator, output["text"], reference),
     }
+
+
+def _reference(translator, hypothesis: str, reference: str) -> dict[str, Any]:
+    tokenize = bleu_tokenize_for(translator.config.data.tgt_lang)
+    bleu, chrf = sentence_scores(hypothesis, reference, tokenize)
+    return {"text": reference, "bleu": round(bleu, 1), "chrf": round(chrf, 1), "tokenize": tokenize}
 
 
 def model_info(translator, name: str | None = None) -> dict[str, Any]:

@@ -24,7 +24,7 @@ function units() {
 }
 
 function fixed(x, digits) {
-  return x === null || x === undefined ? "n/a" : Number(x).toFixed(digits);
+  return x === null || x === undefined ? t("n_a") : Number(x).toFixed(digits);
 }
 
 // ------------------------------------------------------------------------------------ the record
@@ -84,7 +84,7 @@ function drawStepView() {
   const row = view ? view.rowOfStep(i) : i;
   const labels = view ? view.rows : record.steps.map((s) => s.output);
   byId("step-target").replaceChildren(...labels.map((w, k) => {
-    const chip = el("span", "tok" + (k === row ? " focus" : ""), pieceLabel(w, u));
+    const chip = labelOf("span", "tok" + (k === row ? " focus" : ""), pieceLabel(w, u));
     chip.dataset.row = String(k);
     return chip;
   }));
@@ -95,8 +95,9 @@ function drawStepView() {
   drawTopk(step, u);
   const bars = byId("step-bars");
   const heat = byId("step-heatmap");
+  byId("step-heatmap-box").hidden = !view;  // seq2seq: no map of empty rows, the note below says why
   if (!view) {
-    bars.replaceChildren(el("p", "muted", t("no_attention")));
+    bars.replaceChildren(el("p", "muted fixed-vector", t("no_attention")));
     heat.replaceChildren();
     byId("step-equation").hidden = true;
     return;
@@ -104,12 +105,13 @@ function drawStepView() {
   const weights = view.stepRow(i);
   const strongest = weights.indexOf(Math.max(...weights));
   const sel = ex.srcSel !== null && ex.srcSel < weights.length ? ex.srcSel : strongest;
-  bars.replaceChildren(...weights.map((w, j) => bar(view.cols[j], w, j, j === sel)));
-  drawMatrix(heat, view.rows.map((r) => pieceLabel(r, u)), view.cols, view.matrix, { lit: row });
+  const unknown = unknownCols(record, u);
+  bars.replaceChildren(...weights.map((w, j) => bar(view.cols[j], w, j, j === sel, unknown(j))));
+  drawMatrix(heat, view.rows.map((r) => pieceLabel(r, u)), view.cols, view.matrix, { lit: row, unknown });
   drawEquation(step, sel, u);
 }
 
-function bar(label, w, j, selected) {
+function bar(label, w, j, selected, unknown) {
   const col = el("button", "bar" + (selected ? " selected" : ""));
   col.type = "button";
   col.dataset.j = String(j);
@@ -119,7 +121,7 @@ function bar(label, w, j, selected) {
   fill.style.height = `${Math.round(w * 100)}%`;
   const track = el("span", "track");
   track.appendChild(fill);
-  col.append(el("span", "value", w.toFixed(2)), track, el("span", "label", label));
+  col.append(el("span", "value", w.toFixed(2)), track, labelOf("span", "label", label, unknown));
   col.addEventListener("click", () => {
     ex.srcSel = j;
     drawStepView();
@@ -134,7 +136,7 @@ function drawTopk(step, u) {
     li.dataset.piece = cand.piece;
     const fill = el("span", "pbar");
     fill.style.width = `${Math.max(1, Math.round(cand.p * 100))}%`;
-    li.append(el("span", "word", pieceLabel(cand.piece, u)), fill, el("span", "p", fixed(cand.p, 3)));
+    li.append(labelOf("span", "word", pieceLabel(cand.piece, u)), fill, el("span", "p", fixed(cand.p, 3)));
     if (cand.piece !== step.output && cand.piece !== "</s>") {
       li.classList.add("pickable");
       li.addEventListener("click", () => {
@@ -203,6 +205,7 @@ function togglePlay() {
 function drawBeamView() {
   const beam = ex.record.beam;
   const wrap = byId("beam-wrap");
+  byId("beam-numbers").hidden = !beam;
   if (!beam) {
     wrap.replaceChildren();
     byId("beam-info").textContent = t("no_beam");
@@ -210,6 +213,7 @@ function drawBeamView() {
   }
   const c = beamCounts(beam);
   byId("beam-info").textContent = t("beam_info", { size: beam.size, kept: c.kept, finished: c.finished, pruned: c.pruned });
+  byId("beam-numbers").textContent = t("beam_numbers", { alpha: ex.record.decode.length_penalty });
   drawBeam(wrap, beam, units());
   wrap.classList.toggle("no-pruned", !byId("beam-pruned").checked);
 }
@@ -228,7 +232,7 @@ function outputChips(record, u, forcedSteps) {
 }
 
 function chip(text, step, forced, swapped) {
-  const c = el("span", "tok" + (forced ? " forced" : "") + (swapped ? " swapped" : ""), text);
+  const c = labelOf("span", "tok" + (forced ? " forced" : "") + (swapped ? " swapped" : ""), text);
   c.dataset.step = String(step);
   return c;
 }
@@ -252,10 +256,12 @@ function chooseWhatifStep(i) {
   drawWhatifChoices();
 }
 
-// The precomputed alternative of an exported record for forcing `piece` at step i, if any.
+// The precomputed alternative of an exported record for forcing `piece` at step i, if any (its source and
+// model are the record's).
 function precomputed(record, i, piece) {
   const alts = (record.alternatives || {})[String(i)] || [];
-  return alts.find((r) => r.prefix.length === i + 1 && r.prefix[i] === piece) || null;
+  const alt = alts.find((r) => r.prefix.length === i + 1 && r.prefix[i] === piece);
+  return alt ? { ...alt, source: record.source, model: record.model } : null;
 }
 
 function drawWhatifChoices() {
@@ -311,11 +317,12 @@ function drawWhatifResult() {
   box.hidden = !after;
   if (!after) return;
   const u = units();
-  byId("wi-before-text").textContent = ex.record.output.text;
+  byId("wi-before-text").replaceChildren(...markedText(ex.record.output.text));
   byId("wi-after-text").replaceChildren(...outputChips(after, u, after.prefix.length));
   for (const [id, record] of [["wi-before", ex.record], ["wi-after", after]]) {
     const view = attentionView(record, u);
-    if (view) drawMatrix(byId(id), view.rows.map((r) => pieceLabel(r, u)), view.cols, view.matrix);
+    if (view) drawMatrix(byId(id), view.rows.map((r) => pieceLabel(r, u)), view.cols, view.matrix,
+                         { unknown: unknownCols(record, u) });
     else byId(id).replaceChildren(el("p", "muted", t("no_attention")));
   }
 }
@@ -356,12 +363,76 @@ async function drawCompareView() {
   try {
     const records = await Promise.all(names.map((name) => compareRecord(text, name)));
     if (ticket !== ex.cmp.busy) return;
-    records.forEach((record, c) => drawCompareColumn(byId(c === 0 ? "cmp-col-a" : "cmp-col-b"), record));
-    byId("cmp-col-b").hidden = names[0] === names[1];
-    if (names[0] === names[1]) byId("cmp-col-a").appendChild(el("p", "muted", t("cmp_one_model")));
+    const one = names[0] === names[1];
+    drawReference(records[0].reference || records[1].reference);
+    const leads = one ? [null, null] : compareLeads(records);
+    records.forEach((record, c) => drawCompareColumn(byId(c === 0 ? "cmp-col-a" : "cmp-col-b"), record, leads[c]));
+    byId("cmp-col-b").hidden = one;
+    if (one) byId("cmp-col-a").appendChild(el("p", "muted", t("cmp_one_model")));
   } catch (e) {
     if (ticket === ex.cmp.busy) showError(e.message);
   }
+}
+
+function drawReference(reference) {
+  const box = byId("cmp-reference");
+  box.dataset.known = String(Boolean(reference));
+  if (!reference) {
+    box.replaceChildren(el("span", "muted", t(ex.provider.mode === "export" ? "cmp_no_reference_file" : "cmp_no_reference")));
+    return;
+  }
+  box.replaceChildren(el("span", "side", t("reference")), el("span", "cmp-ref-text", reference.text),
+                      el("span", "muted cmp-marks", t("cmp_marks")));
+}
+
+// The column nearer the reference, by sentence BLEU (chrF where BLEU ties): per column its lead over the
+// other ({bleu, chrf} differences), or null.
+function compareLeads(records) {
+  const [a, b] = records.map((r) => r.reference);
+  if (!a || !b) return [null, null];
+  const d = { bleu: a.bleu - b.bleu, chrf: a.chrf - b.chrf };
+  const aLeads = d.bleu > 0 || (d.bleu === 0 && d.chrf > 0);
+  const bLeads = d.bleu < 0 || (d.bleu === 0 && d.chrf < 0);
+  return [aLeads ? d : null, bLeads ? { bleu: -d.bleu, chrf: -d.chrf } : null];
+}
+
+function signed(x) {
+  return (x > 0 ? "+" : x < 0 ? "\u2212" : "\u00b1") + Math.abs(x).toFixed(1);
+}
+
+// The reference's words as a multiset; in a script without spaces, its characters.
+function wordPool(text) {
+  const pool = new Map();
+  for (const w of text.split(/\s+/).filter(Boolean).flatMap((w) => (isUnspaced(w) ? Array.from(w) : [w]))) {
+    pool.set(w, (pool.get(w) || 0) + 1);
+  }
+  return pool;
+}
+
+function takeWord(pool, word) {
+  const parts = isUnspaced(word) ? Array.from(word) : [word];
+  if (!parts.every((p) => pool.get(p) > 0)) return false;
+  for (const p of parts) pool.set(p, pool.get(p) - 1);
+  return true;
+}
+
+// The translation's text with each of its words in a span: those the reference lacks marked .miss.
+function compareText(record) {
+  const text = record.output.text;
+  const pool = record.reference ? wordPool(record.reference.text) : null;
+  const nodes = [];
+  let at = 0;
+  for (const word of record.output.words) {
+    const k = text.indexOf(word, at);
+    if (k < 0) continue;
+    if (k > at) nodes.push(document.createTextNode(text.slice(at, k)));
+    const span = labelOf("span", "cmp-word", word);
+    if (pool && !takeWord(pool, word)) span.classList.add("miss");
+    nodes.push(span);
+    at = k + word.length;
+  }
+  if (at < text.length) nodes.push(document.createTextNode(text.slice(at)));
+  return nodes;
 }
 
 async function compareRecord(text, model) {
@@ -375,13 +446,21 @@ async function compareRecord(text, model) {
   }
 }
 
-function drawCompareColumn(box, record) {
+function drawCompareColumn(box, record, lead) {
   const u = units();
   box.dataset.model = record.model.name;
-  const text = el("p", "translation", record.output.text || t("empty"));
-  text.classList.add("cmp-text");
-  box.replaceChildren(el("h3", "", `${record.model.name} (${record.model.type})`), text,
-                      el("p", "muted", t("score", { s: fixed(record.output.score, 3) })));
+  const text = el("p", "translation cmp-text");
+  text.replaceChildren(...(record.output.text ? compareText(record) : [t("empty")]));
+  box.replaceChildren(el("h3", "", `${record.model.name} (${record.model.type})`), text);
+  const ref = record.reference;
+  if (ref) {
+    const scores = el("p", "cmp-scores" + (lead ? " lead" : ""));
+    scores.append(el("span", "cmp-bleu", t("bleu", { s: ref.bleu.toFixed(1) })), document.createTextNode("  \u00b7  "),
+                  el("span", "cmp-chrf", t("chrf", { s: ref.chrf.toFixed(1) })));
+    if (lead) scores.appendChild(el("span", "badge cmp-lead", t("cmp_lead", { bleu: signed(lead.bleu), chrf: signed(lead.chrf) })));
+    box.appendChild(scores);
+  }
+  box.appendChild(el("p", "muted", t("score", { s: fixed(record.output.score, 3) })));
   const view = attentionView(record, u);
   if (!view) {
     box.appendChild(el("p", "muted fixed-vector", t("no_attention")));
@@ -391,7 +470,7 @@ function drawCompareColumn(box, record) {
   const grid = el("div", "matrix");
   wrap.appendChild(grid);
   box.appendChild(wrap);
-  drawMatrix(grid, view.rows.map((r) => pieceLabel(r, u)), view.cols, view.matrix);
+  drawMatrix(grid, view.rows.map((r) => pieceLabel(r, u)), view.cols, view.matrix, { unknown: unknownCols(record, u) });
 }
 
 // ---------------------------------------------------------------------------------------- heads
@@ -423,7 +502,7 @@ function drawHeadMatrix() {
   const chosen = byId("hv-head").value;
   const matrix = chosen === "mean" ? meanOf(heads) : heads[Number(chosen)];
   const rows = view.rows.map((r) => pieceLabel(r, u));
-  drawMatrix(byId("hv-heatmap"), rows, view.cols, matrix);
+  drawMatrix(byId("hv-heatmap"), rows, view.cols, matrix, { unknown: unknownCols(ex.record, u) });
   const grid = byId("hv-grid");
   grid.replaceChildren();
   [["mean", meanOf(heads)], ...heads.map((m, h) => [String(h), m])].forEach(([value, m]) => {
