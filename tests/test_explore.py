@@ -194,3 +194,5 @@ def test_words_are_whitespace_words_and_each_piece_of_a_script_without_spaces(tm
     assert words[:4] == ["我", "爱", "你", "。"] and words[4:] == ["Die", "Frau", "liest"]
     assert len(piece_word) == len(pieces) and piece_word == sorted(piece_word)
     assert "".join(words) == "我爱你。DieFrauliest"
+    # a word-start mark that is a piece of its own belongs to the word it starts, not a word of its own
+    assert words_of(tokenizer, ["\u2581", "我", "爱", "\u2581the"]) == (["我", "爱", "the"], [0, 0, 1, 2])

@@ -42,6 +42,7 @@ COMPONENTS = 6  # components of h_j and c_i shown with the equation
 DECIMALS = 4  # probabilities and attention
 SCORE_DECIMALS = 3  # scores, log probs, e_ij and norms
 # Scripts written without spaces between words (CJK ideographs, kana): there, each piece counts as a word
+WORD_START = "\u2581"  # sentencepiece's mark of a piece that starts a word
 _UNSPACED = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
 
@@ -232,7 +233,8 @@ def words_of(tokenizer, pieces: Sequence[str]) -> tuple[list[str], list[int]]:
     groups: list[list[str]] = []
     last = None
     for piece, word in zip(pieces, tokenizer.word_ids(pieces) if pieces else []):
-        if word != last or _UNSPACED.search(piece) or _UNSPACED.search(groups[-1][-1]):
+        mark_alone = word == last and set(groups[-1]) == {WORD_START}  # "▁" + "我": one word, not "" and "我"
+        if not mark_alone and (word != last or _UNSPACED.search(piece) or _UNSPACED.search(groups[-1][-1])):
             groups.append([])
         groups[-1].append(piece)
         last = word
