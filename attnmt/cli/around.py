@@ -61,7 +61,7 @@ def cmd_explore(args) -> None:
 
     for path in run_export(args.model_dir, export=args.export, json_path=args.json, sentences=args.sentences,
                            checkpoint=args.checkpoint, beam=args.beam, top_k=args.top_k, alternatives=args.what_if,
-                           examples=args.examples, overwrite=args.overwrite, threads=args.threads):
+                           examples=args.examples, overwrite=args.overwrite):
         print(path)
 
 
@@ -175,9 +175,6 @@ def add_explore_parser(sub) -> None:
     p.add_argument("--what-if", type=int, default=2,
                    help="per decoder step, how many other pieces of its top-k to re-decode with, for the page's "
                         "what-if (default: 2; 0: none, a much smaller file)")
-    p.add_argument("--threads", type=int, default=1,
-                   help="torch's threads (default: 1; the explorer decodes in many small steps, which more threads "
-                        "slow down on a small model)")
     add_checkpoint_arg(p)
     p.add_argument("--overwrite", action="store_true", help="replace existing --export / --json files")
     p.set_defaults(func=cmd_explore)

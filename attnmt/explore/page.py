@@ -32,6 +32,9 @@ EXPORT_FORMAT = "attnmt-explore-export/2"
 STATIC_DIR = Path(__file__).parents[1] / "serve" / "static"  # the live page of attnmt serve
 MAX_SENTENCES = 50  # a page of explore records grows with every sentence, model and what-if
 PAGE_DECIMALS = 3  # a heatmap cell or a bar shows no finer difference; the page prints 3 decimals at most
+# One sentence decoded at a time, in many small steps: more threads wait on each other more than they help
+# (the demo's export takes about 4 times the CPU time in 2 threads as in 1, and longer).
+EXPORT_THREADS = 1
 COMPRESS_OVER = 256 * 1024  # characters of JSON from which the page embeds it gzip-compressed (about 15 times smaller)
 _STYLESHEET = re.compile(r'<link\b[^>]*\brel="stylesheet"[^>]*\bhref="/static/([\w.-]+\.css)"[^>]*>')
 _SCRIPT = re.compile(r'<script\b[^>]*\bsrc="/static/([\w.-]+\.js)"[^>]*>\s*</script>')
@@ -198,11 +201,9 @@ def _check_lengths(path: str | Path, lines: list[tuple[int, str]], translators: 
 
 def run_export(model_specs: Sequence[str], export: str | None = None, json_path: str | None = None,
                sentences: str | None = None, checkpoint: str | None = None, beam: int | None = None, top_k: int = 10,
-               alternatives: int = 2, examples: int = 6, overwrite: bool = False,
-               threads: int | None = 1) -> list[Path]:
+               alternatives: int = 2, examples: int = 6, overwrite: bool = False) -> list[Path]:
     """`attnmt explore`: load the models (``[NAME=]DIR``), explore the sentences, write the page and/or JSON.
-    ``threads``: torch's; the default 1 because the explorer's many small decoding steps run slower in more
-    threads, which wait on each other (the demo's export takes about 4 times the CPU time in 2)."""
+    Torch decodes in EXPORT_THREADS threads."""
     if export is None and json_path is None:
         raise UserError("explore: nothing to write; pass --export FILE.html (a page to open or share) or --json FILE")
     if alternatives < 0 or examples < 1:
@@ -218,7 +219,7 @@ def run_export(model_specs: Sequence[str], export: str | None = None, json_path:
         except UserError as e:
             raise UserError(f"explore: {e}") from None
     lines = _sentence_lines(sentences) if sentences is not None else None
-    translators = load_named(model_specs, checkpoint, threads)
+    translators = load_named(model_specs, checkpoint, threads=EXPORT_THREADS)
     if lines is not None:
         _check_lengths(sentences, lines, translators)
         texts = [line for _, line in lines]
