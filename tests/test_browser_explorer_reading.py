@@ -90,8 +90,10 @@ def base_url(tiny_model, seq2seq) -> Iterator[str]:
         yield url
 
 
-def write_export(path: Path, translators: dict, sentences: list[str], **settings) -> Path:
-    path.write_text(export_page(build_export(translators, sentences, beam=2, **settings)), encoding="utf-8")
+def write_export(path: Path, translators: dict, sentences: list[str], compress: bool | None = None,
+                 **settings) -> Path:
+    data = build_export(translators, sentences, beam=2, **settings)
+    path.write_text(export_page(data, compress=compress), encoding="utf-8")
     return path
 
 
@@ -259,9 +261,12 @@ def scrolls(page, selector: str) -> int:
     return 1
 
 
-def test_a_sentence_that_html_reads_as_markup_keeps_the_exported_page_whole(browser, tiny_model, tmp_path):
+@pytest.mark.parametrize("compress", [False, True])  # the data as JSON, and gzip-compressed as a large export's
+def test_a_sentence_that_html_reads_as_markup_keeps_the_exported_page_whole(browser, tiny_model, tmp_path, compress):
     hostile = "gupo <!--<script> pelido </script><b>duno</b> & gute -->"
-    path = write_export(tmp_path / "hostile.html", {"rnnsearch": load(tiny_model)}, [hostile], alternatives=1)
+    path = write_export(tmp_path / "hostile.html", {"rnnsearch": load(tiny_model)}, [hostile], compress=compress,
+                        alternatives=1)
+    assert ('data-encoding="gzip+base64"' in path.read_text("utf-8")) == compress
     page = open_page(browser, path.as_uri(), offline=True)
     try:
         assert texts(page, "#export-sentence option") == [hostile]
