@@ -191,6 +191,9 @@ function initExport(data) {
   };
   $("model").addEventListener("change", show);
   $("export-sentence").addEventListener("change", show);
+  onLanguage(() => {
+    if (state.result) render(state.result);
+  });
   $("layer").addEventListener("change", drawAttention);
   $("head").addEventListener("change", drawAttention);
   exploreInit({
