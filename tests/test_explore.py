@@ -129,10 +129,11 @@ def test_prefixes_for_a_list_of_sentences(translators):
         translator.translate([SENTENCE, "gupo duno"], prefix="zi")
 
 
-def test_what_if_re_decodes_with_each_alternative(translators):
-    translator = translators["rnnsearch"]
+@pytest.mark.parametrize("name", ["rnnsearch", "seq2seq", "transformer"])
+def test_what_if_re_decodes_with_each_alternative_as_explore_does(translators, name):
+    translator = translators[name]
     record = explore(translator, SENTENCE, beam=2, top_k=4)
-    alternatives = what_if(translator, record, alternatives=2, beam=2, top_k=4)
+    alternatives = what_if(translator, record, alternatives=2, beam=2)
     assert set(alternatives) <= {str(i) for i in range(len(record["steps"]))} and alternatives
     for step, records in alternatives.items():
         i = int(step)
@@ -140,8 +141,15 @@ def test_what_if_re_decodes_with_each_alternative(translators):
         for alt in records:
             assert alt["prefix"][:i] == record["output"]["pieces"][:i]
             assert alt["prefix"][i] not in (record["steps"][i]["output"], "</s>")
-            assert alt["output"]["pieces"][:i + 1] == alt["prefix"]
-            assert alt["beam"] is None
+            # the batched re-decoding is the one explore makes of that prefix on its own
+            alone = explore(translator, SENTENCE, beam=2, prefix_tokens=alt["prefix"], heads=False, tree=False)
+            assert alt["output"] == {k: v for k, v in alone["output"].items() if k != "log_prob"}
+            assert [(s["output"], s["output_word"], s["forced"]) for s in alt["steps"]] == [
+                (s["output"], s["output_word"], s["forced"]) for s in alone["steps"]]
+            if alone["attention"] is None:
+                assert alt["attention"] is None
+            for level in () if alone["attention"] is None else ("pieces", "words"):
+                assert np.allclose(alt["attention"][level]["mean"], alone["attention"][level]["mean"], atol=2e-4)
 
 
 @pytest.mark.parametrize("kwargs, words", [
@@ -186,3 +194,5 @@ def test_words_are_whitespace_words_and_each_piece_of_a_script_without_spaces(tm
     assert words[:4] == ["我", "爱", "你", "。"] and words[4:] == ["Die", "Frau", "liest"]
     assert len(piece_word) == len(pieces) and piece_word == sorted(piece_word)
     assert "".join(words) == "我爱你。DieFrauliest"
+    # a word-start mark that is a piece of its own belongs to the word it starts, not a word of its own
+    assert words_of(tokenizer, ["\u2581", "我", "爱", "\u2581the"]) == (["我", "爱", "the"], [0, 0, 1, 2])

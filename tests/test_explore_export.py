@@ -3,6 +3,8 @@ model embedded, the page's stylesheets and scripts inlined, nothing left to fetc
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 import re
 from pathlib import Path
@@ -11,7 +13,7 @@ import pytest
 
 from attnmt.cli import main
 from attnmt.decode.translator import load
-from attnmt.explore.page import EXPORT_FORMAT, STATIC_DIR, build_export, export_page, length_examples
+from attnmt.explore.page import EXPORT_FORMAT, PAGE_DECIMALS, STATIC_DIR, build_export, export_page, length_examples
 from tests.test_explore import SENTENCE, train_tiny
 
 HOSTILE = "gupo </script><script>alert(1)</script> duno"
@@ -23,9 +25,12 @@ def seq2seq(tiny_corpus, tmp_path_factory) -> Path:
 
 
 def embedded(page: str) -> dict:
-    match = re.search(r'<script type="application/json" id="attnmt-export">(.*?)</script>', page, re.S)
+    """The data in the page: JSON, or a JSON string of the JSON gzip-compressed and base64-encoded."""
+    match = re.search(r'<script type="application/json" id="attnmt-export"( data-encoding="gzip\+base64")?>(.*?)'
+                      r'</script>', page, re.S)
     assert match, "no embedded data"
-    return json.loads(match.group(1))
+    value = json.loads(match.group(2))
+    return json.loads(gzip.decompress(base64.b64decode(value))) if match.group(1) else value
 
 
 def fake_static(directory: Path) -> Path:
@@ -71,8 +76,46 @@ def test_two_models_side_by_side_with_what_ifs(tiny_model, seq2seq):
         for record in sentence["records"].values():
             assert record["source"]["text"] == sentence["source"] and record["beam"]["size"] == 2
             for step, alternatives in record["alternatives"].items():
-                assert len(alternatives) == 1 and alternatives[0]["alternatives"] is None
+                assert len(alternatives) == 1
+                assert set(alternatives[0]) == {"format", "prefix", "output", "steps", "attention"}
                 assert alternatives[0]["prefix"][:int(step)] == record["output"]["pieces"][:int(step)]
+    # numbers as a picture needs them: 3 decimals at most
+    numbers = re.findall(r"-?\d+\.(\d+)", json.dumps(data["sentences"]))
+    assert numbers and max(len(decimals) for decimals in numbers) <= PAGE_DECIMALS
+
+
+def test_each_output_is_scored_against_the_sentences_reference(tiny_model, seq2seq):
+    from sacrebleu import sentence_bleu, sentence_chrf
+
+    translators = {"seq2seq": load(seq2seq), "rnnsearch": load(tiny_model)}
+    reference = "zi hopa kelu rena"
+    data = build_export(translators, [SENTENCE, "gupo duno"], beam=2, alternatives=0, known={SENTENCE: reference})
+    first, second = data["sentences"]
+    assert first["reference"] == reference and second["reference"] is None
+    for record in first["records"].values():
+        hypothesis = record["output"]["text"]
+        assert record["reference"]["text"] == reference
+        assert record["reference"]["bleu"] == pytest.approx(sentence_bleu(hypothesis, [reference]).score, abs=0.05)
+        assert record["reference"]["chrf"] == pytest.approx(sentence_chrf(hypothesis, [reference]).score, abs=0.05)
+    assert all(record["reference"] is None for record in second["records"].values())
+
+
+@pytest.mark.parametrize("text", [HOSTILE, "gupo <!--<script> duno", "a & b <b>bold</b> \u2028 -->"])
+def test_text_that_html_reads_as_markup_stays_inside_the_data(tmp_path, text):
+    data = {"format": EXPORT_FORMAT, "sentences": [{"source": text}]}
+    page = export_page(data, fake_static(tmp_path / "static"))
+    start = page.index('id="attnmt-export">') + len('id="attnmt-export">')
+    assert not re.search("[<>&]", page[start:page.index("</script>", start)])
+    assert embedded(page) == data
+
+
+def test_a_large_export_is_embedded_compressed(tmp_path):
+    data = {"format": EXPORT_FORMAT, "sentences": [{"source": f"gupo {k} <!--<script>", "x": [0.125] * 50}
+                                                   for k in range(5000)]}
+    plain, packed = export_page(data, compress=False), export_page(data)
+    assert 'data-encoding="gzip+base64"' in packed and 'data-encoding' not in plain
+    assert len(packed) * 5 < len(plain)
+    assert embedded(packed) == embedded(plain) == data
 
 
 def test_examples_of_spread_lengths_shortest_first(tiny_model):
@@ -103,9 +146,17 @@ def test_the_command_writes_the_page_and_the_json(tiny_model, seq2seq, tmp_path,
     (["--export", "x.html", "--sentences", "no-such-file.txt"], "no-such-file.txt"),
     (["--export", "x.html", "--top-k", "0"], "--top-k 0 is out of range"),
     (["--export", "x.html", "--what-if", "-1"], "--what-if is 0 (none) or more"),
+    (["--export", "x.html", "--sentences", "blank.txt"], "--sentences blank.txt has no sentences (its lines are "
+                                                         "blank)"),
+    (["--export", "x.html", "--sentences", "many.txt"], "--sentences many.txt has 51 sentences, and a page holds at "
+                                                        "most 50; split the file"),
+    (["--export", "x.html", "--sentences", "long.txt"], "--sentences long.txt line 3: 600 tokens, more than the 512"),
 ])
 def test_bad_input_is_one_line(tiny_model, tmp_path, monkeypatch, capsys, extra, words):
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "blank.txt").write_text("\n  \n", encoding="utf-8")
+    (tmp_path / "many.txt").write_text("gupo duno\n" * 51, encoding="utf-8")
+    (tmp_path / "long.txt").write_text(f"gupo\n\n{' '.join(['gupo'] * 600)}\n", encoding="utf-8")
     assert main(["explore", str(tiny_model), *extra]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and words in err
@@ -122,3 +173,7 @@ def test_the_command_the_demo_prints_opens_its_two_models(tiny_model, seq2seq, t
     assert main(argv) == 0
     data = embedded((tmp_path / "explore.html").read_text("utf-8"))
     assert [m["type"] for m in data["models"]] == ["seq2seq", "rnnsearch"]
+    # the sentences come from the held-out data, and so do their references
+    assert data["sentences"][0]["reference"] is not None
+    assert all(record["reference"]["text"] == data["sentences"][0]["reference"]
+               for record in data["sentences"][0]["records"].values())

@@ -98,3 +98,16 @@ def test_openapi_describes_explore(client):
     assert request["additionalProperties"] is False
     for status in ("404", "422", "503"):
         assert op["responses"][status]["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorResponse")
+
+
+def test_a_held_out_example_comes_with_its_reference_and_scores(client, tiny_model):
+    from attnmt.decode.held_out import held_out_pairs
+
+    example, reference = held_out_pairs(load(tiny_model))[3]
+    for model in ("rnnsearch", "seq2seq"):
+        _, body = post(client, {"text": example, "model": model})
+        record = body["record"]
+        assert record["reference"]["text"] == reference and record["reference"]["tokenize"] == "13a"
+        assert 0 <= record["reference"]["bleu"] <= 100 and 0 <= record["reference"]["chrf"] <= 100
+    _, body = post(client, {"text": SENTENCE})  # a sentence of no held-out pair: no reference
+    assert body["record"]["reference"] is None

@@ -234,8 +234,8 @@ def test_the_registry_holds_the_builtin_transforms():
 
 def test_a_model_of_the_synthetic_language_serves_examples_of_its_validation_pairs(tiny_corpus, tmp_path):
     from attnmt.data.transforms import Synthetic
+    from attnmt.decode.held_out import example_sources
     from attnmt.decode.translator import load
-    from attnmt.serve.engine import example_sources
 
     config = case_config("synthetic", tiny_corpus, tmp_path)
     train(config, tmp_path / "m", quiet=True)

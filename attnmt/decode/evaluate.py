@@ -104,6 +104,20 @@ def corpus_scores(
     )
 
 
+def sentence_scores(hypothesis: str, reference: str, tokenize: str = "13a") -> tuple[float, float]:
+    """One sentence's BLEU (sacreBLEU's sentence_bleu: effective n-gram order, so a short sentence is not zero
+    for a missing 4-gram alone) and chrF, 0-100, against one reference."""
+    bleu = _bleu_metric(tokenize, lowercase=False, effective_order=True)
+    return bleu.sentence_score(hypothesis, [reference]).score, CHRF().sentence_score(hypothesis, [reference]).score
+
+
+def bleu_tokenize_for(lang: str | None) -> str:
+    """The sacreBLEU tokenizer for text in ``lang``: "zh" for Chinese, "char" for Japanese and Korean (written
+    without spaces between words), "13a" otherwise."""
+    code = (lang or "").lower().split("-")[0].split("_")[0]
+    return "zh" if code == "zh" else "char" if code in ("ja", "ko") else "13a"
+
+
 def corpus_ter(hypotheses: Sequence[str], references: Sequence[str], lowercase: bool = False) -> tuple[float, str]:
     """Corpus TER (Snover et al. 2006; sacreBLEU's implementation, 0-100, lower is better) and its signature.
 

@@ -23,12 +23,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from attnmt.config.special import BOS_ID, EOS_ID, PAD_ID
+from attnmt.config.special import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from attnmt.data.batching import collate
 from attnmt.data.pretokenize import segmented_sides
 from attnmt.decode.beam_tree import BeamTree
 from attnmt.decode.constraints import check_prefix
-from attnmt.decode.forced import eval_mode, force
+from attnmt.decode.evaluate import bleu_tokenize_for, sentence_scores
+from attnmt.decode.forced import eval_mode, force, forced_batches
 from attnmt.decode.inputs import InputRefused, SentenceTooLong, gated_tokens
 from attnmt.decode.search import beam_search
 from attnmt.decode.translation import search_arguments
@@ -43,8 +44,8 @@ MAX_TOP_K = 50
 COMPONENTS = 6  # components of h_j and c_i shown with the equation
 DECIMALS = 4  # probabilities and attention
 SCORE_DECIMALS = 3  # scores, log probs, e_ij and norms
-NESTED_TOP_K = 3  # top-k pieces per step kept in a what-if record (what_if)
 # Scripts written without spaces between words (CJK ideographs, kana): there, each piece counts as a word
+WORD_START = "\u2581"  # sentencepiece's mark of a piece that starts a word
 _UNSPACED = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
 
@@ -74,7 +75,7 @@ def prefix_ids(translator, prefix: str | None = None, prefix_tokens: Sequence[st
 
 def explore(translator, sentence: str, beam: int | None = None, prefix: str | None = None,
             prefix_tokens: Sequence[str] | None = None, top_k: int = 10, name: str | None = None,
-            heads: bool = True, tree: bool = True) -> dict[str, Any]:
+            heads: bool = True, tree: bool = True, reference: str | None = None) -> dict[str, Any]:
     """The explore record of ``sentence`` translated by ``translator``
     (an :class:`attnmt.decode.translator.Translator`).
 
@@ -82,6 +83,8 @@ def explore(translator, sentence: str, beam: int | None = None, prefix: str | No
     settings are the model's decode.*. ``prefix`` (text) or ``prefix_tokens`` (target pieces): force the
     output to start with it; the rest is the best continuation. ``top_k``: next pieces listed per step.
     ``heads=False`` leaves out a Transformer's per-head attention, ``tree=False`` the search tree.
+    ``reference``: a known translation of the sentence, which the record gives with the output's sentence
+    BLEU and chrF against it.
     """
     if translator.members is not None:
         raise UserError("explore reads one model's attention; pass one model folder, not an ensemble")
@@ -95,13 +98,8 @@ def explore(translator, sentence: str, beam: int | None = None, prefix: str | No
     check_prefix(forced, options)
     src_ids = translator.src.vocab.encode(src_pieces)
     recorder = BeamTree() if tree else None
-    model = translator.model
-    with eval_mode(model), torch.inference_mode(), threads_for(translator.threads):
-        batch = collate([(src_ids, None)], [0]).to(translator.device)
-        found = beam_search(model, batch.src, batch.src_len, beam_size=options.beam, stopping=options.stopping,
-                            coverage_penalty=options.coverage_penalty, prefix=[forced], record=recorder,
-                            **search_arguments(options))[0]
-        hyp = found[0] if found else None
+    with eval_mode(translator.model), torch.inference_mode(), threads_for(translator.threads):
+        hyp = _search(translator, src_ids, [forced], options, recorder)[0]
         out_ids = hyp.tokens if hyp is not None else []
         steps, attention, annotations = _forced_steps(translator, src_ids, out_ids, top_k, heads)
     tgt = translator.tgt
@@ -109,6 +107,7 @@ def explore(translator, sentence: str, beam: int | None = None, prefix: str | No
     spaced = segmented_sides(translator.config.data)
     source = _side(translator.src, sentence, src_pieces, spaced[0])
     source["annotations"] = annotations
+    source["unknown"] = [j for j, i in enumerate(src_ids) if i == UNK_ID]
     output = _side(tgt, tgt.detokenize(out_ids), out_pieces, spaced[1])
     output["score"] = _finite(hyp.score if hyp is not None else float("-inf"), SCORE_DECIMALS)
     output["log_prob"] = _finite(hyp.log_prob if hyp is not None else float("-inf"), SCORE_DECIMALS)
@@ -126,7 +125,14 @@ def explore(translator, sentence: str, beam: int | None = None, prefix: str | No
         "attention": None if attention is None else _attention(attention, source["piece_word"]),
         "beam": None if recorder is None or hyp is None else _tree(recorder, hyp, options.beam, tgt.vocab),
         "alternatives": None,
+        "reference": None if reference is None else _reference(translator, output["text"], reference),
     }
+
+
+def _reference(translator, hypothesis: str, reference: str) -> dict[str, Any]:
+    tokenize = bleu_tokenize_for(translator.config.data.tgt_lang)
+    bleu, chrf = sentence_scores(hypothesis, reference, tokenize)
+    return {"text": reference, "bleu": round(bleu, 1), "chrf": round(chrf, 1), "tokenize": tokenize}
 
 
 def model_info(translator, name: str | None = None) -> dict[str, Any]:
@@ -140,28 +146,82 @@ def model_info(translator, name: str | None = None) -> dict[str, Any]:
             "src_lang": config.data.src_lang, "tgt_lang": config.data.tgt_lang}
 
 
-def what_if(translator, record: dict[str, Any], alternatives: int = 3, **settings) -> dict[str, list[dict]]:
+def what_if(translator, record: dict[str, Any], alternatives: int = 3,
+            beam: int | None = None) -> dict[str, list[dict]]:
     """The record's what-if re-decodings, by step (a str): for each step i, the output forced to start with
     the pieces before step i and then, in turn, each of the first ``alternatives`` pieces of the step's top-k
-    other than the chosen one and ``</s>``. The nested records are slim: no tree, no per-head attention, no
-    equation parts, and at most ``NESTED_TOP_K`` pieces in each step's top-k."""
+    other than the chosen one and ``</s>`` (one that would repeat an n-gram decode.no_repeat_ngram forbids is
+    skipped). ``beam``: as :func:`explore`'s.
+
+    All of them are decoded in one batched beam search and one batched teacher-forced pass. The records
+    hold what the what-if view draws: ``prefix``, ``output`` (with its ``score``), ``steps`` (``output``,
+    ``output_word``, ``forced``) and ``attention`` (``pieces`` and ``words``, ``mean`` only); their source
+    and model are the record's."""
+    options = translator.decode_options(beam=beam)  # as explore's
     chosen = [step["output"] for step in record["steps"]]
-    result: dict[str, list[dict]] = {}
+    prefixes = []
     for i, step in enumerate(record["steps"]):
-        options = [c["piece"] for c in step["top_k"] if c["piece"] not in (step["output"], "</s>")][:alternatives]
-        if options:
-            result[str(i)] = [_slim(explore(translator, record["source"]["text"], prefix_tokens=chosen[:i] + [piece],
-                                            heads=False, tree=False, name=record["model"]["name"], **settings))
-                              for piece in options]
+        others = [c["piece"] for c in step["top_k"] if c["piece"] not in (step["output"], "</s>")][:alternatives]
+        for piece in others:
+            ids = prefix_ids(translator, prefix_tokens=chosen[:i] + [piece])
+            try:
+                check_prefix(ids, options)
+            except UserError:
+                continue
+            prefixes.append((str(i), ids))
+    src_ids = translator.src.vocab.encode(record["source"]["pieces"])
+    with eval_mode(translator.model), torch.inference_mode(), threads_for(translator.threads):
+        hyps = _search(translator, src_ids, [ids for _, ids in prefixes], options)
+        outputs = [hyp.tokens if hyp is not None else [] for hyp in hyps]
+        attention = _forced_attention(translator, src_ids, outputs)
+    result: dict[str, list[dict]] = {}
+    for (step, ids), hyp, weights in zip(prefixes, hyps, attention):
+        result.setdefault(step, []).append(_what_if_record(translator, ids, hyp, weights,
+                                                           record["source"]["piece_word"]))
     return result
 
 
-def _slim(record: dict[str, Any]) -> dict[str, Any]:
-    record["source"]["annotations"] = None
-    for step in record["steps"]:
-        step["equation"] = None
-        step["top_k"] = step["top_k"][:NESTED_TOP_K]
-    return record
+def _what_if_record(translator, forced: list[int], hyp, weights: np.ndarray | None,
+                    source_piece_word: list[int]) -> dict[str, Any]:
+    tgt = translator.tgt
+    out_ids = hyp.tokens if hyp is not None else []
+    pieces = tgt.vocab.decode(out_ids)
+    output = _side(tgt, tgt.detokenize(out_ids), pieces)
+    output["score"] = _finite(hyp.score if hyp is not None else float("-inf"), SCORE_DECIMALS)
+    steps = [{"output": pieces[i] if i < len(pieces) else "</s>",
+              "output_word": output["piece_word"][i] if i < len(pieces) else None, "forced": i < len(forced)}
+             for i in range(len(pieces) + 1)]
+    attention = None
+    if weights is not None:
+        full = _attention(weights, source_piece_word)
+        attention = {level: {"mean": full[level]["mean"]} for level in ("pieces", "words")}
+    return {"format": FORMAT, "prefix": tgt.vocab.decode(forced), "output": output, "steps": steps,
+            "attention": attention}
+
+
+def _search(translator, src_ids: list[int], prefixes: list[list[int]], options, recorder: BeamTree | None = None):
+    """The best hypothesis (None: none finished) of the beam search of one source with ``options`` (a
+    DecodeOptions), once per forced prefix, all in one batch."""
+    if not prefixes:
+        return []
+    batch = collate([(src_ids, None)] * len(prefixes), list(range(len(prefixes)))).to(translator.device)
+    found = beam_search(translator.model, batch.src, batch.src_len, beam_size=options.beam, stopping=options.stopping,
+                        coverage_penalty=options.coverage_penalty, prefix=prefixes, record=recorder,
+                        **search_arguments(options))
+    return [hyps[0] if hyps else None for hyps in found]
+
+
+def _forced_attention(translator, src_ids: list[int], outputs: list[list[int]]) -> list[np.ndarray | None]:
+    """The search's attention [T, S] over one source for each output (a row per output piece and one for
+    </s>), from one teacher-forced pass; None for each when the model has no attention."""
+    result: list[np.ndarray | None] = [None] * len(outputs)
+    for forced in forced_batches(translator.model, [src_ids] * len(outputs), outputs, translator.device):
+        if forced.attention is None:
+            continue
+        weights = forced.attention.float().cpu().numpy()
+        for row, k in enumerate(forced.index):
+            result[k] = weights[row, :len(outputs[k]) + 1, :len(src_ids)]
+    return result
 
 
 # ------------------------------------------------------------------------------------------ parts
@@ -180,7 +240,9 @@ def words_of(tokenizer, pieces: Sequence[str], spaced: bool = False) -> tuple[li
     groups: list[list[str]] = []
     last = None
     for piece, word in zip(pieces, tokenizer.word_ids(pieces) if pieces else []):
-        if word != last or not spaced and (_UNSPACED.search(piece) or _UNSPACED.search(groups[-1][-1])):
+        mark_alone = word == last and set(groups[-1]) == {WORD_START}  # "▁" + "我": one word, not "" and "我"
+        if not mark_alone and (word != last or not spaced and (_UNSPACED.search(piece)
+                                                                or _UNSPACED.search(groups[-1][-1]))):
             groups.append([])
         groups[-1].append(piece)
         last = word

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, NamedTuple
 
@@ -18,6 +18,7 @@ import torch
 
 from attnmt.align import align_translations
 from attnmt.decode.forced import forced_batches
+from attnmt.decode.held_out import example_sources, references
 from attnmt.decode.options import DecodeOptions
 from attnmt.decode.steps import explore
 from attnmt.decode.translator import Translation as TranslatorOutput
@@ -40,6 +41,7 @@ class ServedModel:
     name: str
     translator: Translator
     info: ModelInfo
+    references: Mapping[str, str] = field(default_factory=dict)  # held-out source -> its reference translation
 
 
 class BatchKey(NamedTuple):
@@ -120,33 +122,7 @@ def served_model(name: str, translator: Translator, max_beam: int) -> ServedMode
         heads=config.model.n_heads if heads else None,
         examples=example_sources(translator),
     )
-    return ServedModel(name, translator, info)
-
-
-def example_sources(translator: Translator, n: int = 5) -> list[str]:
-    """``n`` source sentences spread over the model's held-out data: the folder's test.src or valid.src
-    (held out by `attnmt train`), the config's validation file, or the synthetic language's validation
-    split; none when there is no such data."""
-    from attnmt.data.corpus import read_lines
-    from attnmt.data.transforms import source_of
-
-    cfg = translator.config.data
-    folder = translator.model_dir
-    candidates = [folder / "test.src", folder / "valid.src"] if folder is not None else []
-    if cfg.valid_src:
-        candidates.append(Path(cfg.valid_src))
-    lines: list[str] = []
-    for path in candidates:
-        if path.is_file():
-            lines = [line for line in read_lines(path) if line.strip()]
-            break
-    source = source_of(cfg) if not lines else None
-    if source is not None:  # the synthetic language's validation pairs
-        lines = [src for src, _ in source.valid_pairs(translator.config.train.seed) or []]
-    if not lines:
-        return []
-    step = max(len(lines) // n, 1)
-    return lines[step // 2::step][:n]
+    return ServedModel(name, translator, info, references(translator))
 
 
 def sentence_costs(lengths: list[int], beam: int, n_best: int) -> list[int]:
@@ -167,8 +143,10 @@ def decode_batch(models: Mapping[str, ServedModel], key: BatchKey,
     for an explore key, the explore record of each ExploreItem (:func:`attnmt.decode.steps.explore`)."""
     translator = models[key.model].translator
     if key.explore:
+        known = models[key.model].references
         return [explore(translator, item.text, beam=key.options.beam, prefix=item.prefix, top_k=item.top_k,
-                        name=key.model, prefix_tokens=None if item.prefix_tokens is None else list(item.prefix_tokens))
+                        name=key.model, prefix_tokens=None if item.prefix_tokens is None else list(item.prefix_tokens),
+                        reference=known.get(item.text.strip()))
                 for item in items]
     outputs = translator.translate([item.text for item in items], options=key.options)
     wants_heads = [i for i, item in enumerate(items) if item.heads and outputs[i].src_tokens]

@@ -10,7 +10,7 @@
 const ATTEND_RATIO = 0.5;
 
 const $ = (id) => document.getElementById(id);
-const state = { models: [], limits: null, translation: null, requestId: 0, export: null };
+const state = { models: [], limits: null, translation: null, result: null, requestId: 0, export: null };
 const EXPLORE_TOP_K = 10;
 
 // ----------------------------------------------------------------------------------------- API
@@ -58,7 +58,7 @@ function option(value, label) {
 function showExamples() {
   const m = selectedModel();
   const select = $("examples");
-  select.replaceChildren(option("", "choose one\u2026"));
+  select.replaceChildren(option("", t("choose")));
   for (const text of m.examples || []) select.appendChild(option(text, text));
   $("examples-label").hidden = !(m.examples && m.examples.length);
 }
@@ -67,8 +67,8 @@ function showModelInfo() {
   showExamples();
   const m = selectedModel();
   $("model-info").textContent =
-    `${m.model_type} \u00b7 ${m.src_lang} \u2192 ${m.tgt_lang} \u00b7 ${m.parameters.toLocaleString("en")} parameters` +
-    (m.layers ? ` \u00b7 ${m.layers} decoder layer(s) \u00d7 ${m.heads} head(s)` : "");
+    t("model_info", { type: m.model_type, src: m.src_lang, tgt: m.tgt_lang, n: m.parameters.toLocaleString("en") }) +
+    (m.layers ? t("model_heads", { layers: m.layers, heads: m.heads }) : "");
 }
 
 function updateBeam() {
@@ -83,13 +83,13 @@ function updateBeam() {
 
 async function init() {
   const embedded = document.getElementById("attnmt-export");
-  if (embedded) return initExport(JSON.parse(embedded.textContent));
+  if (embedded) return initExport(await exportedData(embedded));
   try {
     const data = await api("/models");
     state.models = data.models;
     state.limits = data.limits;
   } catch (e) {
-    showError(`cannot list the models: ${e.message}`);
+    showError(t("cannot_list", { error: e.message }));
     return;
   }
   for (const m of state.models) $("model").appendChild(option(m.name, `${m.name} (${m.src_lang}\u2192${m.tgt_lang})`));
@@ -123,6 +123,10 @@ async function init() {
   $("layer").addEventListener("change", drawAttention);
   $("head").addEventListener("change", drawAttention);
   exploreInit(serverProvider());
+  onLanguage(() => {
+    showModelInfo();
+    if (state.result) render(state.result);
+  });
   // never an empty page: the first example is translated at once
   const first = (selectedModel().examples || [])[0];
   if (first && !$("source").value) {
@@ -157,6 +161,16 @@ function byLength(texts) {
 
 // ------------------------------------------------------------------------------ exported file
 
+// The data that `attnmt explore --export` put in the page: JSON, or (a large export) a JSON string of the
+// JSON gzip-compressed and base64-encoded, which the browser decompresses.
+async function exportedData(script) {
+  const value = JSON.parse(script.textContent);
+  if (script.dataset.encoding !== "gzip+base64") return value;
+  const bytes = Uint8Array.from(atob(value), (c) => c.charCodeAt(0));
+  const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+  return JSON.parse(await new Response(stream).text());
+}
+
 // A file written by `attnmt explore --export`: the records are in the page; nothing is fetched.
 function initExport(data) {
   state.export = data;
@@ -177,6 +191,9 @@ function initExport(data) {
   };
   $("model").addEventListener("change", show);
   $("export-sentence").addEventListener("change", show);
+  onLanguage(() => {
+    if (state.result) render(state.result);
+  });
   $("layer").addEventListener("change", drawAttention);
   $("head").addEventListener("change", drawAttention);
   exploreInit({
@@ -256,21 +273,21 @@ async function translate() {
 
 function render(result) {
   const tr = result.translations[0];
+  state.result = result;
   state.translation = tr;
-  $("translation").textContent = tr.text || t("empty");
+  $("translation").replaceChildren(...(tr.text ? markedText(tr.text) : [t("empty")]));
   const timing = result.timing;
-  $("timing").textContent = !timing ? "" :
-    `${result.model} \u00b7 ${timing.total_ms.toFixed(1)} ms in the server \u00b7 decoded in a batch of ` +
-    `${timing.batch_size} sentence(s) from ${timing.batch_requests} request(s)`;
+  $("timing").textContent = !timing ? "" : t("timing", {
+    model: result.model, ms: timing.total_ms.toFixed(1), size: timing.batch_size, requests: timing.batch_requests });
 
   const list = $("n-best-list");
   list.replaceChildren();
   for (const h of tr.n_best) {
     const li = document.createElement("li");
-    li.textContent = h.text || "(empty)";
+    li.replaceChildren(...(h.text ? markedText(h.text) : [t("empty")]));
     const score = document.createElement("span");
     score.className = "score";
-    score.textContent = h.score === null ? "score n/a" : `score ${h.score.toFixed(3)}`;
+    score.textContent = t("score", { s: h.score === null ? t("n_a") : h.score.toFixed(3) });
     li.appendChild(score);
     list.appendChild(li);
   }
@@ -322,9 +339,11 @@ function setupHeadChooser(heads) {
   const keepHead = head.options.length === nHeads + 1 ? head.value : "mean";
   layer.replaceChildren();
   // labels say "layer 2", not "2": a label equal to another option's value (0-based) would be ambiguous
-  for (let l = 0; l < layers; l++) layer.appendChild(option(l, `layer ${l + 1}${l === layers - 1 ? " (last)" : ""}`));
-  head.replaceChildren(option("mean", "mean of heads"));
-  for (let h = 0; h < nHeads; h++) head.appendChild(option(h, `head ${h + 1}`));
+  for (let l = 0; l < layers; l++) {
+    layer.appendChild(option(l, t("layer_n", { n: l + 1 }) + (l === layers - 1 ? t("last_layer") : "")));
+  }
+  head.replaceChildren(option("mean", t("mean_heads")));
+  for (let h = 0; h < nHeads; h++) head.appendChild(option(h, t("head_n", { n: h + 1 })));
   layer.value = keepLayer;
   head.value = keepHead;
 }
@@ -343,7 +362,7 @@ function currentMatrix() {
 
 function token(text, attr, index) {
   const span = document.createElement("span");
-  span.className = "tok";
+  span.className = text === UNK ? "tok unk" : "tok";
   span.textContent = text;
   span.dataset[attr] = String(index);
   return span;
@@ -363,14 +382,15 @@ function drawAttention() {
   grid.replaceChildren();
   state.matrix = matrix;
   if (!matrix) {
-    grid.textContent = "This model has no attention (seq2seq squeezes the source into one vector).";
+    grid.textContent = t("no_attention");
     return;
   }
   grid.style.gridTemplateColumns = `auto repeat(${tr.src_tokens.length}, 28px)`;
   grid.appendChild(document.createElement("span"));  // the corner
-  tr.src_tokens.forEach((t, j) => {
-    const label = token(t, "src", j);
+  tr.src_tokens.forEach((piece, j) => {
+    const label = token(piece, "src", j);
     label.classList.add("hm-col");
+    if (isUnspaced(piece)) label.classList.add("upright");
     grid.appendChild(label);
   });
   matrix.forEach((row, i) => {

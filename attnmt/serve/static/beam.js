@@ -40,7 +40,7 @@ function drawBeam(wrap, beam, units) {
   const width = BEAM_PAD * 2 + steps * BEAM_COL;
   const height = BEAM_PAD * 2 + ranks * BEAM_ROW;
   const root = svg("svg", { id: "beam-svg", width, height, viewBox: `0 0 ${width} ${height}`, role: "img" });
-  root.appendChild(svg("title", {}, "beam search tree"));
+  root.appendChild(svg("title", {}, t("tab_beam")));
 
   const grid = svg("g", { class: "beam-grid" });
   for (let s = 0; s < steps; s++) {
@@ -77,26 +77,29 @@ function drawBeam(wrap, beam, units) {
 
 function beamNode(node, at, onBest, units) {
   const g = svg("g", {
-    class: `node ${node.status}${onBest ? " best" : ""}${node.forced ? " forced" : ""}`,
+    class: `node ${node.status}${onBest ? " best" : ""}${node.forced ? " forced" : ""}${node.piece === UNK ? " unk" : ""}`,
     transform: `translate(${at.x},${at.y})`,
   });
   g.dataset.id = String(node.id);
   g.dataset.step = String(node.step);
   g.dataset.status = node.status;
   const label = pieceLabel(node.piece, units);
-  const detail = [`${label}`, `log p = ${fmt(node.log_prob)}`];
-  if (node.token_log_prob !== undefined) detail.push(`log p(word) = ${fmt(node.token_log_prob)}`);
-  if (node.score !== undefined && node.score !== null) detail.push(`score = ${fmt(node.score)}`);
-  detail.push(node.status + (node.forced ? ", forced" : ""));
+  const finished = node.status === "finished" && node.score !== undefined && node.score !== null;
+  const detail = [label, t("beam_tip_logp", { x: fmt(node.log_prob) })];
+  if (node.token_log_prob !== undefined) detail.push(t("beam_tip_word", { x: fmt(node.token_log_prob) }));
+  if (finished) detail.push(t("beam_tip_score", { x: fmt(node.score) }));
+  if (node.piece === UNK) detail.push(t("unk_title"));
+  detail.push(t(node.status) + (node.forced ? `, ${t("forced")}` : ""));
   g.appendChild(svg("title", {}, detail.join("\n")));
   g.appendChild(svg("rect", { width: BEAM_BOX.w, height: BEAM_BOX.h, rx: 5 }));
   g.appendChild(svg("text", { x: BEAM_BOX.w / 2, y: 13, class: "piece" }, shorten(label, 10)));
-  const sub = node.status === "finished" && node.score !== undefined && node.score !== null
-    ? `\u2713 ${fmt(node.score)}` : fmt(node.log_prob);
-  g.appendChild(svg("text", { x: BEAM_BOX.w / 2, y: 26, class: "logp" }, node.status === "root" ? "" : sub));
+  // a finished box shows its final score, every other one the log prob so far: two kinds, each named
+  const sub = finished ? t("beam_score", { x: fmt(node.score) }) : t("beam_logp", { x: fmt(node.log_prob) });
+  g.appendChild(svg("text", { x: BEAM_BOX.w / 2, y: 26, class: finished ? "logp score" : "logp" },
+                    node.status === "root" ? "" : sub));
   return g;
 }
 
 function fmt(x) {
-  return x === null || x === undefined ? "n/a" : Number(x).toFixed(2);
+  return x === null || x === undefined ? t("n_a") : Number(x).toFixed(2);
 }

@@ -1,5 +1,5 @@
 // The explorer: views of one explore record (docs/explore.md): step by step, the beam search tree,
-// what-if re-decoding, two models side by side, and a Transformer's heads.
+// what-if re-decoding, two models side by side (compare.js), and a Transformer's heads.
 //
 // Records come from a provider: the server (POST /explore) or the data embedded in a file written by
 // `attnmt explore --export` (app.js picks one). Views redraw from `ex` alone, so switching the units
@@ -24,7 +24,7 @@ function units() {
 }
 
 function fixed(x, digits) {
-  return x === null || x === undefined ? "n/a" : Number(x).toFixed(digits);
+  return x === null || x === undefined ? t("n_a") : Number(x).toFixed(digits);
 }
 
 // ------------------------------------------------------------------------------------ the record
@@ -84,7 +84,7 @@ function drawStepView() {
   const row = view ? view.rowOfStep(i) : i;
   const labels = view ? view.rows : record.steps.map((s) => s.output);
   byId("step-target").replaceChildren(...labels.map((w, k) => {
-    const chip = el("span", "tok" + (k === row ? " focus" : ""), pieceLabel(w, u));
+    const chip = labelOf("span", "tok" + (k === row ? " focus" : ""), pieceLabel(w, u));
     chip.dataset.row = String(k);
     return chip;
   }));
@@ -95,8 +95,9 @@ function drawStepView() {
   drawTopk(step, u);
   const bars = byId("step-bars");
   const heat = byId("step-heatmap");
+  byId("step-heatmap-box").hidden = !view;  // seq2seq: no map of empty rows, the note below says why
   if (!view) {
-    bars.replaceChildren(el("p", "muted", t("no_attention")));
+    bars.replaceChildren(el("p", "muted fixed-vector", t("no_attention")));
     heat.replaceChildren();
     byId("step-equation").hidden = true;
     return;
@@ -104,12 +105,13 @@ function drawStepView() {
   const weights = view.stepRow(i);
   const strongest = weights.indexOf(Math.max(...weights));
   const sel = ex.srcSel !== null && ex.srcSel < weights.length ? ex.srcSel : strongest;
-  bars.replaceChildren(...weights.map((w, j) => bar(view.cols[j], w, j, j === sel)));
-  drawMatrix(heat, view.rows.map((r) => pieceLabel(r, u)), view.cols, view.matrix, { lit: row });
+  const unknown = unknownCols(record, u);
+  bars.replaceChildren(...weights.map((w, j) => bar(view.cols[j], w, j, j === sel, unknown(j))));
+  drawMatrix(heat, view.rows.map((r) => pieceLabel(r, u)), view.cols, view.matrix, { lit: row, unknown });
   drawEquation(step, sel, u);
 }
 
-function bar(label, w, j, selected) {
+function bar(label, w, j, selected, unknown) {
   const col = el("button", "bar" + (selected ? " selected" : ""));
   col.type = "button";
   col.dataset.j = String(j);
@@ -119,7 +121,7 @@ function bar(label, w, j, selected) {
   fill.style.height = `${Math.round(w * 100)}%`;
   const track = el("span", "track");
   track.appendChild(fill);
-  col.append(el("span", "value", w.toFixed(2)), track, el("span", "label", label));
+  col.append(el("span", "value", w.toFixed(2)), track, labelOf("span", "label", label, unknown));
   col.addEventListener("click", () => {
     ex.srcSel = j;
     drawStepView();
@@ -134,7 +136,7 @@ function drawTopk(step, u) {
     li.dataset.piece = cand.piece;
     const fill = el("span", "pbar");
     fill.style.width = `${Math.max(1, Math.round(cand.p * 100))}%`;
-    li.append(el("span", "word", pieceLabel(cand.piece, u)), fill, el("span", "p", fixed(cand.p, 3)));
+    li.append(labelOf("span", "word", pieceLabel(cand.piece, u)), fill, el("span", "p", fixed(cand.p, 3)));
     if (cand.piece !== step.output && cand.piece !== "</s>") {
       li.classList.add("pickable");
       li.addEventListener("click", () => {
@@ -203,6 +205,7 @@ function togglePlay() {
 function drawBeamView() {
   const beam = ex.record.beam;
   const wrap = byId("beam-wrap");
+  byId("beam-numbers").hidden = !beam;
   if (!beam) {
     wrap.replaceChildren();
     byId("beam-info").textContent = t("no_beam");
@@ -210,6 +213,7 @@ function drawBeamView() {
   }
   const c = beamCounts(beam);
   byId("beam-info").textContent = t("beam_info", { size: beam.size, kept: c.kept, finished: c.finished, pruned: c.pruned });
+  byId("beam-numbers").textContent = t("beam_numbers", { alpha: ex.record.decode.length_penalty });
   drawBeam(wrap, beam, units());
   wrap.classList.toggle("no-pruned", !byId("beam-pruned").checked);
 }
@@ -228,7 +232,7 @@ function outputChips(record, u, forcedSteps) {
 }
 
 function chip(text, step, forced, swapped) {
-  const c = el("span", "tok" + (forced ? " forced" : "") + (swapped ? " swapped" : ""), text);
+  const c = labelOf("span", "tok" + (forced ? " forced" : "") + (swapped ? " swapped" : ""), text);
   c.dataset.step = String(step);
   return c;
 }
@@ -252,10 +256,12 @@ function chooseWhatifStep(i) {
   drawWhatifChoices();
 }
 
-// The precomputed alternative of an exported record for forcing `piece` at step i, if any.
+// The precomputed alternative of an exported record for forcing `piece` at step i, if any (its source and
+// model are the record's).
 function precomputed(record, i, piece) {
   const alts = (record.alternatives || {})[String(i)] || [];
-  return alts.find((r) => r.prefix.length === i + 1 && r.prefix[i] === piece) || null;
+  const alt = alts.find((r) => r.prefix.length === i + 1 && r.prefix[i] === piece);
+  return alt ? { ...alt, source: record.source, model: record.model } : null;
 }
 
 function drawWhatifChoices() {
@@ -311,87 +317,14 @@ function drawWhatifResult() {
   box.hidden = !after;
   if (!after) return;
   const u = units();
-  byId("wi-before-text").textContent = ex.record.output.text;
+  byId("wi-before-text").replaceChildren(...markedText(ex.record.output.text));
   byId("wi-after-text").replaceChildren(...outputChips(after, u, after.prefix.length));
   for (const [id, record] of [["wi-before", ex.record], ["wi-after", after]]) {
     const view = attentionView(record, u);
-    if (view) drawMatrix(byId(id), view.rows.map((r) => pieceLabel(r, u)), view.cols, view.matrix);
+    if (view) drawMatrix(byId(id), view.rows.map((r) => pieceLabel(r, u)), view.cols, view.matrix,
+                         { unknown: unknownCols(record, u) });
     else byId(id).replaceChildren(el("p", "muted", t("no_attention")));
   }
-}
-
-// ------------------------------------------------------------------------------- side by side
-
-function compareChoices() {
-  const models = ex.provider.models();
-  for (const id of ["cmp-a", "cmp-b"]) {
-    const select = byId(id);
-    if (select.options.length === models.length) continue;
-    select.replaceChildren(...models.map((m) => option(m.name, `${m.name} (${m.type})`)));
-  }
-  if (!byId("cmp-a").dataset.set && models.length) {
-    const fixedVector = models.find((m) => !m.has_attention) || models[0];
-    const attentive = models.find((m) => m.has_attention && m.name !== fixedVector.name) ||
-      models.find((m) => m.name !== fixedVector.name) || fixedVector;
-    byId("cmp-a").value = fixedVector.name;
-    byId("cmp-b").value = attentive.name;
-    byId("cmp-a").dataset.set = "true";
-  }
-}
-
-async function drawCompareView() {
-  if (!ex.provider) return;
-  compareChoices();
-  const sentences = ex.provider.compareSet();
-  const slider = byId("cmp-length");
-  slider.max = String(Math.max(sentences.length - 1, 0));
-  const k = Math.min(Number(slider.value), sentences.length - 1);
-  const text = sentences[k];
-  if (text === undefined) return;
-  const n = text.split(/\s+/).filter(Boolean).length;
-  byId("cmp-length-value").textContent = t("words_count", { n });
-  byId("cmp-source").textContent = text;
-  const names = [byId("cmp-a").value, byId("cmp-b").value];
-  const ticket = ++ex.cmp.busy;
-  try {
-    const records = await Promise.all(names.map((name) => compareRecord(text, name)));
-    if (ticket !== ex.cmp.busy) return;
-    records.forEach((record, c) => drawCompareColumn(byId(c === 0 ? "cmp-col-a" : "cmp-col-b"), record));
-    byId("cmp-col-b").hidden = names[0] === names[1];
-    if (names[0] === names[1]) byId("cmp-col-a").appendChild(el("p", "muted", t("cmp_one_model")));
-  } catch (e) {
-    if (ticket === ex.cmp.busy) showError(e.message);
-  }
-}
-
-async function compareRecord(text, model) {
-  const key = `${model}\n${text}`;
-  if (!ex.cmp.cache.has(key)) ex.cmp.cache.set(key, ex.provider.explore(text, model, null));
-  try {
-    return await ex.cmp.cache.get(key);
-  } catch (e) {
-    ex.cmp.cache.delete(key);
-    throw e;
-  }
-}
-
-function drawCompareColumn(box, record) {
-  const u = units();
-  box.dataset.model = record.model.name;
-  const text = el("p", "translation", record.output.text || t("empty"));
-  text.classList.add("cmp-text");
-  box.replaceChildren(el("h3", "", `${record.model.name} (${record.model.type})`), text,
-                      el("p", "muted", t("score", { s: fixed(record.output.score, 3) })));
-  const view = attentionView(record, u);
-  if (!view) {
-    box.appendChild(el("p", "muted fixed-vector", t("no_attention")));
-    return;
-  }
-  const wrap = el("div", "matrix-wrap");
-  const grid = el("div", "matrix");
-  wrap.appendChild(grid);
-  box.appendChild(wrap);
-  drawMatrix(grid, view.rows.map((r) => pieceLabel(r, u)), view.cols, view.matrix);
 }
 
 // ---------------------------------------------------------------------------------------- heads
@@ -423,7 +356,7 @@ function drawHeadMatrix() {
   const chosen = byId("hv-head").value;
   const matrix = chosen === "mean" ? meanOf(heads) : heads[Number(chosen)];
   const rows = view.rows.map((r) => pieceLabel(r, u));
-  drawMatrix(byId("hv-heatmap"), rows, view.cols, matrix);
+  drawMatrix(byId("hv-heatmap"), rows, view.cols, matrix, { unknown: unknownCols(ex.record, u) });
   const grid = byId("hv-grid");
   grid.replaceChildren();
   [["mean", meanOf(heads)], ...heads.map((m, h) => [String(h), m])].forEach(([value, m]) => {

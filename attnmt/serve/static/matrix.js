@@ -3,6 +3,36 @@
 "use strict";
 
 const WORD_START = "\u2581";  // sentencepiece's word-start mark
+const UNK = "<unk>";  // what a model writes for a word it has no piece for
+// Scripts written without spaces (CJK ideographs, kana, hangul): their labels stand upright in a vertical line
+const UNSPACED = /[\u1100-\u11ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]/;
+
+function isUnspaced(text) {
+  return UNSPACED.test(text);
+}
+
+// A chip for <unk>, marked so that a reader sees the model did not know the word.
+function unkMark() {
+  const mark = el("span", "unk", UNK);
+  mark.title = t("unk_title");
+  return mark;
+}
+
+// A text with each <unk> in it marked: nodes to put in an element.
+function markedText(text) {
+  return text.split(/(<unk>)/).filter(Boolean).map((part) => (part === UNK ? unkMark() : document.createTextNode(part)));
+}
+
+// A label for a token: upright for a script without spaces; marked when it is <unk> or an unknown source piece.
+function labelOf(tag, className, text, unknown) {
+  const label = el(tag, className, text);
+  if (isUnspaced(text)) label.classList.add("upright");
+  if (text === UNK || unknown) {
+    label.classList.add("unk");
+    label.title = t(unknown ? "unknown_source" : "unk_title");
+  }
+  return label;
+}
 
 // How a piece is shown: without its word-start mark when the page shows words.
 function pieceLabel(piece, units) {
@@ -21,6 +51,13 @@ function rowsPerWord(record, matrix) {
     counts[w] += 1;
   });
   return sums.map((row, w) => (row ? row.map((x) => x / counts[w]) : null)).filter(Boolean);
+}
+
+// Which columns (source words or pieces) hold a piece the model does not know (it read <unk>).
+function unknownCols(record, units) {
+  const unknown = record.source.unknown || [];
+  const cols = new Set(units === "words" ? unknown.map((k) => record.source.piece_word[k]) : unknown);
+  return (j) => cols.has(j);
 }
 
 // The record's attention as shown: {cols, rows, matrix, layers, rowOfStep, stepRow}, or null (seq2seq).
@@ -59,7 +96,8 @@ function el(tag, className, text) {
 }
 
 // Draw `matrix` (rows x cols) into `box`; options: lit (a row to light), small (no labels, tiny cells),
-// onCell(i, j) for clicks. Each cell carries data-i, data-j and its weight in --w.
+// unknown(j) (a source column the model did not know), onCell(i, j) for clicks. Each cell carries data-i,
+// data-j and its weight in --w.
 function drawMatrix(box, rows, cols, matrix, options = {}) {
   box.replaceChildren();
   box.classList.toggle("small", Boolean(options.small));
@@ -70,7 +108,7 @@ function drawMatrix(box, rows, cols, matrix, options = {}) {
   if (!options.small) {
     box.appendChild(el("span"));
     cols.forEach((c, j) => {
-      const label = el("span", "mx-col", c);
+      const label = labelOf("span", "mx-col", c, options.unknown && options.unknown(j));
       label.dataset.j = String(j);
       box.appendChild(label);
     });
@@ -78,7 +116,7 @@ function drawMatrix(box, rows, cols, matrix, options = {}) {
   const cellSize = `${size}px`;
   matrix.forEach((row, i) => {
     if (!options.small) {
-      const label = el("span", "mx-row", rows[i]);
+      const label = labelOf("span", "mx-row", rows[i]);
       label.dataset.i = String(i);
       if (i === options.lit) label.classList.add("lit");
       box.appendChild(label);
