@@ -11,7 +11,7 @@ sentence, the heads of a Transformer (with --transformer DIR: trained there on t
 holds no model, about a minute; without it explore_heads.png is left as it is) and the step view in
 Chinese. The sentences are the rnnsearch model's held-out sentences.
 
-A maintainer's tool, not part of the package: tests/test_browser_explorer.py checks the views themselves
+A maintainer's tool, not part of the package: tests/explore/test_browser_explorer.py checks the views themselves
 (its screenshots stay in its tmp folder).
 """
 

@@ -7,7 +7,7 @@ the table is typed by hand.
 
     .venv/bin/python -m tests.bad_inputs        # trains a tiny model (~15 s), rewrites docs/bad_inputs.md
 
-tests/test_security.py::test_bad_inputs_table runs the same cases, checks the contract (exit 2 and
+tests/cli/test_security.py::test_bad_inputs_table runs the same cases, checks the contract (exit 2 and
 one line for a refusal, exit 0 for input that is handled; never a traceback) and that the doc is
 current.
 """
@@ -886,7 +886,7 @@ def render(ws: Workspace, results: list[Result]) -> str:
         "",
         "Every row is a real run: `tests/bad_inputs.py` builds the input, calls the command line",
         "(`attnmt.cli.main`) and records the exit code and the exact line on stderr. Regenerate with",
-        "`.venv/bin/python -m tests.bad_inputs`; `tests/test_security.py::test_bad_inputs_table` fails",
+        "`.venv/bin/python -m tests.bad_inputs`; `tests/cli/test_security.py::test_bad_inputs_table` fails",
         "when this file is out of date. `<dir>` is a scratch folder, `<model>` a tiny trained model",
         "folder, `<corpus>` its training corpus.",
         "",

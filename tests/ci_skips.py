@@ -3,8 +3,8 @@
 The tests skip, saying why, where a dev dependency (manim, chromium, playwright, a CJK font) or the
 shared data (../shared/data) is missing: right on a laptop, wrong in CI, where a broken apt-get
 install would otherwise turn those tests into a green run of skips. CI machines have no GPU, so the
-CUDA tests (tests/test_precision.py; benchmarks/gpu.sh runs them on one) are the one exception.
-Loaded by tests/conftest.py; a plugin module of its own so that tests/test_claims_ci.py can load it
+CUDA tests (tests/train/test_precision.py; benchmarks/gpu.sh runs them on one) are the one exception.
+Loaded by tests/conftest.py; a plugin module of its own so that tests/repository/test_claims_ci.py can load it
 into a separate pytest run (-p tests.ci_skips).
 """
 

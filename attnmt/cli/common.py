@@ -23,7 +23,7 @@ DECODING_FLAGS = {f.name: f for f in option_fields("flag")}  # the decoding opti
 # The values of every numeric option, by its dest (one name is one quantity in every command: --beam of
 # translate, evaluate, plot-attention and animate is decode.beam). Checked after parsing by check_numbers,
 # before any work: a float is finite in any case; Range() leaves the bounds to the code that reads the value
-# (named beside it). tests/test_numbers.py checks that every int and float option has an entry.
+# (named beside it). tests/config/test_numbers.py checks that every int and float option has an entry.
 OPTION_RANGES: dict[str, Range] = {
     # the decoding options' ranges (attnmt.decode.options; --workers of prepare: encoding processes, --top-k of
     # explore: next pieces listed, within its own bounds too)

@@ -4,7 +4,7 @@ One greedy search, one beam search, sampling, ensembles, training and the teache
 serve every model through `TranslationModel`; align, study and serve ask its capabilities
 (`has_attention`, `has_heads`, `has_full_context`) instead of its type's name. A model with attention also says how
 far its query lags behind its input (`AttentionModel.query_lag`, which the shift alignment reads).
-An attention score (`AttentionScore`) is what `model.score` names. tests/test_models.py checks
+An attention score (`AttentionScore`) is what `model.score` names. tests/models/test_models.py checks
 that every registered model and score satisfies its protocol.
 """
 
