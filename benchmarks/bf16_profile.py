@@ -31,7 +31,9 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 
+from attnmt.train.cross_entropy import block_rows
 from benchmarks.common import write_result
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -234,12 +236,65 @@ def fused_attention_kernel():
         attention._explicit_is_faster = saved
 
 
+class _OlderCrossEntropy(torch.autograd.Function):
+    """The older blocked cross-entropy: logsumexp in the forward pass, the softmax computed again block by block
+    in the backward pass (two exponentials of every score)."""
+
+    @staticmethod
+    def forward(ctx, scores: Tensor, target: Tensor, ignore_index: int, eps: float) -> Tensor:  # type: ignore[override]
+        n, vocab = scores.shape
+        rows = block_rows(vocab)
+        lse = torch.empty(n, dtype=torch.float32, device=scores.device)
+        total = torch.zeros((), dtype=torch.float32, device=scores.device)
+        for a in range(0, n, rows):
+            z = scores[a:a + rows].float()
+            t = target[a:a + rows]
+            lse[a:a + rows] = block_lse = torch.logsumexp(z, dim=1)
+            nll = block_lse - z.gather(1, t.clamp(min=0).unsqueeze(1)).squeeze(1)
+            if eps:
+                nll = (1 - eps) * nll + eps * (block_lse - z.mean(dim=1))
+            total += nll.masked_fill(t == ignore_index, 0.0).sum()
+        ctx.save_for_backward(scores, target, lse)
+        ctx.ignore_index, ctx.eps = ignore_index, eps
+        return total
+
+    @staticmethod
+    def backward(ctx, grad_total: Tensor):  # type: ignore[override]
+        scores, target, lse = ctx.saved_tensors
+        n, vocab = scores.shape
+        rows, eps = block_rows(vocab), ctx.eps
+        grad = torch.empty_like(scores)
+        for a in range(0, n, rows):
+            t = target[a:a + rows]
+            p = scores[a:a + rows].float().sub_(lse[a:a + rows, None]).exp_()  # softmax(z_t)
+            if eps:
+                p.sub_(eps / vocab)
+            p.scatter_add_(1, t.clamp(min=0).unsqueeze(1), p.new_full((len(t), 1), -(1 - eps)))
+            p.mul_((grad_total * (t != ctx.ignore_index)).unsqueeze(1))
+            grad[a:a + rows] = p
+        return grad, None, None, None
+
+
+@contextmanager
+def cross_entropy_two_passes():
+    """The older blocked cross-entropy (:class:`_OlderCrossEntropy`) in the training loss."""
+    import attnmt.train.loss as loss
+
+    saved = loss.cross_entropy_sum
+    loss.cross_entropy_sum = lambda scores, target, ignore_index, eps=0.0: _OlderCrossEntropy.apply(
+        scores, target, ignore_index, float(eps))
+    try:
+        yield
+    finally:
+        loss.cross_entropy_sum = saved
+
+
 # Each lever of the library against its older form, as bf16 steps in turns within a round.
 LEVERS = {"slice_cast_once": slice_cast_per_step, "dropout_products": dropout_where,
-          "attention_explicit_bf16": fused_attention_kernel}
+          "attention_explicit_bf16": fused_attention_kernel, "cross_entropy_one_exp": cross_entropy_two_passes}
 # the levers a model's code reaches (the others leave its step as it is)
-MODEL_LEVERS = {"rnn256": ("slice_cast_once", "dropout_products"),
-                "transformer": ("dropout_products", "attention_explicit_bf16")}
+MODEL_LEVERS = {"rnn256": ("slice_cast_once", "dropout_products", "cross_entropy_one_exp"),
+                "transformer": ("dropout_products", "attention_explicit_bf16", "cross_entropy_one_exp")}
 
 
 def lever_ratios(trainer, steps: list, rounds: int, names: tuple) -> dict:
