@@ -9,7 +9,12 @@ trained, as the library trains them (forward, backward, gradient clipping, the o
 once under ``train.precision: bf16``, in turns over ``--rounds`` rounds, beside the float32 and bfloat16 2048^3
 matrix-product rates of the same thread count (same rounds, alternating). Recorded:
 
-* seconds per step of each precision (median over rounds) and the median of each round's fp32/bf16 ratio;
+* seconds per step of each precision, and of bf16 with every lever of the library in its older form
+  (``bf16_older``), per round and their median; all times are CPU seconds of this process (``CLOCK``), which a
+  shared machine's other processes do not inflate as they do wall time;
+* ``best``: the fastest step of each kind against the highest peak of the run, the least disturbed of each, and
+  that share of the peak (a share above 1 stops the script: a count or a rate is wrong);
+* each lever against its older form, bf16 steps in turns (``levers_bf16``, the ratio of the times);
 * the FLOPs of those steps (torch.utils.flop_counter, forward and backward, counted in fp32: the same
   arithmetic in either precision), hence the achieved GFLOP/s and its share of each peak of the same round;
 * a torch.profiler profile of ``--profile-steps`` steps of each precision: the top operators by self CPU time
@@ -38,6 +43,11 @@ from benchmarks.common import write_result
 
 ROOT = Path(__file__).resolve().parents[1]
 MULTI30K = ROOT.parent / "shared" / "data" / "multi30k"
+# The clock of every time here: the CPU time of this process, not wall time. On a machine shared with other
+# processes a wall clock also counts the time slices the others get (their load changed a step's wall time by
+# 2x within a minute here); one thread's CPU time counts only what the core spent on this process, for the steps
+# and the peaks alike (caches and memory are still shared).
+CLOCK = time.process_time
 MATMULS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::_addmm_activation",
            "aten::mkldnn_rnn_layer", "aten::mkldnn_rnn_layer_backward", "aten::_fused_rnn_cell", "aten::addmv",
            "aten::mv", "aten::dot", "aten::_scaled_dot_product_flash_attention_for_cpu",
@@ -83,13 +93,14 @@ def make_trainer(config, model_dir: Path):
 
 
 def train_steps(trainer, steps: list, amp: torch.dtype | None) -> float:
-    """Seconds for the library's training steps on ``steps`` (each a list of inner batches), under ``amp``."""
+    """CPU seconds of this process (:data:`CLOCK`) for the library's training steps on ``steps`` (each a list of
+    inner batches), under ``amp``."""
     trainer.amp = amp
-    started = time.perf_counter()
+    started = CLOCK()
     for inner in steps:
         if trainer.step(inner) is None:
             raise SystemExit("bf16_profile: a training step's loss was not finite")
-    return time.perf_counter() - started
+    return CLOCK() - started
 
 
 def _rnn_layer_flops(input_shape, w_ih_shape, w_hh_shape) -> int:
@@ -311,10 +322,15 @@ def lever_ratios(trainer, steps: list, rounds: int, names: tuple) -> dict:
             for name, r in ratios.items()}
 
 
-def matmul_peak(dtype: torch.dtype, seconds: float) -> float:
-    from benchmarks.rnn256 import matmul_rate
-
-    return matmul_rate(dtype, "cpu", seconds=seconds, n=2048)
+def matmul_peak(dtype: torch.dtype, seconds: float, n: int = 2048) -> float:
+    """GFLOP/s of n x n x n products in ``dtype`` over ``seconds`` of this process's CPU time (:data:`CLOCK`)."""
+    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+    a @ b
+    count, started = 0, CLOCK()
+    while CLOCK() - started < seconds:
+        a @ b
+        count += 1
+    return 2 * n**3 * count / (CLOCK() - started) / 1e9
 
 
 def measure_model(name: str, config, model_dir: Path, args) -> dict:
