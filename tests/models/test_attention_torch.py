@@ -363,3 +363,20 @@ def test_gradcheck_float64() -> None:
         assert torch.autograd.gradcheck(
             lambda x, nw=need_weights: mha(x, x, x, mask, True, nw)[0], (x,), fast_mode=True
         )
+
+
+def test_bf16_on_a_cpu_takes_the_explicit_products_without_weights() -> None:
+    """Under bfloat16 autocast on a CPU, need_weights=False gives the explicit path's output (torch's fused
+    kernel would do its math in float32 there), still without weights, in bfloat16 and close to float32's."""
+    torch.manual_seed(0)
+    module = MultiHeadAttention(16, 4).eval()
+    query, memory = torch.randn(3, 5, 16), torch.randn(3, 7, 16)
+    key_mask = torch.rand(3, 7) < 0.7
+    key_mask[0] = False
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        explicit, _ = module(query, memory, memory, key_mask)
+        fast, weights = module(query, memory, memory, key_mask, need_weights=False)
+    assert weights is None and fast.dtype == torch.bfloat16
+    assert torch.equal(fast, explicit)
+    full, _ = module(query, memory, memory, key_mask, need_weights=False)
+    torch.testing.assert_close(fast.float(), full, atol=0.05, rtol=0.05)

@@ -54,3 +54,22 @@ def test_seeded_masks_repeat_and_eval_is_identity():
 def test_a_probability_outside_zero_to_one_is_refused():
     with pytest.raises(ValueError, match="between 0 and 1"):
         Dropout(1.5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_masked_products_equal_where_bit_for_bit(dtype):
+    """The forward and backward products by the mask give torch.where's values exactly (finite inputs)."""
+    torch.manual_seed(3)
+    x = torch.randn(37, 130, dtype=dtype, requires_grad=True)
+    grad = torch.randn(37, 130, dtype=dtype)
+    torch.manual_seed(4)
+    y = Dropout(0.1).train()(x)
+    y.backward(grad)
+    torch.manual_seed(4)
+    keep = keep_mask(x.shape, 0.1)
+    scale = LEVELS / (LEVELS - round(0.1 * LEVELS))
+    x_where = x.detach().clone().requires_grad_()
+    expected = torch.where(keep, x_where * scale, 0.0)
+    expected.backward(grad)
+    assert y.dtype == dtype and torch.equal(y, expected)
+    assert torch.equal(x.grad, x_where.grad)

@@ -65,3 +65,15 @@ def test_nll_loss_of_a_padded_batch_is_torchs():
     logits = logits.view(2, 7, 13)
     expected = F.cross_entropy(logits.reshape(-1, 13), target, ignore_index=PAD_ID, reduction="sum")
     assert nll_loss(logits, target.view(2, 7)).item() == pytest.approx(expected.item(), rel=1e-6)
+
+
+def test_bf16_gradient_of_a_scaled_loss_and_the_value_without_a_gradient():
+    """Training scales the summed loss by 1 / tokens: the forward's gradient (written for a scale of 1) is scaled in
+    the backward, within a bf16 rounding of torch's. Without a gradient the value is the same and no gradient is
+    kept."""
+    scores, target = _case(301, 4000, torch.bfloat16, seed=5)
+    (ref_loss, ref_grad), (loss, grad) = _both(scores, target, 0.1, scale=1 / 301)
+    assert torch.allclose(grad, ref_grad.bfloat16().float(), atol=1e-7, rtol=2e-2)
+    with torch.no_grad():
+        value = cross_entropy_sum(scores, target, PAD_ID, 0.1)
+    assert value.item() == loss.item() and value.grad_fn is None
