@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Literal
 
 from attnmt.config.bounds import MAX_COUNT, MAX_HEADS, MAX_KEPT, MAX_LAYERS, MAX_TOKENS, MAX_WORKERS
+from attnmt.config.decoding import check_option, config_key, option_fields, option_type
 from attnmt.config.typed import Range
-from attnmt.decode.options import check_option, config_key, option_fields, option_type
 from attnmt.errors import UserError
 from attnmt.runtime.safe_write import check_output
 
@@ -25,7 +25,7 @@ DECODING_FLAGS = {f.name: f for f in option_fields("flag")}  # the decoding opti
 # before any work: a float is finite in any case; Range() leaves the bounds to the code that reads the value
 # (named beside it). tests/config/test_numbers.py checks that every int and float option has an entry.
 OPTION_RANGES: dict[str, Range] = {
-    # the decoding options' ranges (attnmt.decode.options; --workers of prepare: encoding processes, --top-k of
+    # the decoding options' ranges (attnmt.config.decoding; --workers of prepare: encoding processes, --top-k of
     # explore: next pieces listed, within its own bounds too)
     **{name: field.metadata["range"] for name, field in DECODING_FLAGS.items() if "range" in field.metadata},
     "ensemble_weights": Range(0.0, None, above=True),
@@ -59,7 +59,7 @@ def numeric_options(parser) -> list:
 
 def check_numbers(parser, args) -> None:
     """Every number on the command line within its option's range (OPTION_RANGES; a decoding option's checked by
-    attnmt.decode.options.check_option, as Python's and the config's are), a float finite; else a UserError naming
+    attnmt.config.decoding.check_option, as Python's and the config's are), a float finite; else a UserError naming
     the command, the option and what is allowed."""
     command = parser._subparsers._group_actions[0].choices[args.command]
     for action in numeric_options(command):
@@ -126,7 +126,7 @@ def add_thread_args(p) -> None:
 
 def add_decode_args(p, helps: dict[str, str] | None = None) -> None:
     """The decoding options of translate and evaluate, one flag each (--NAME for the option NAME of
-    attnmt.decode.options that has a flag; ``helps``: a command's own help of one), and the thread options."""
+    attnmt.config.decoding that has a flag; ``helps``: a command's own help of one), and the thread options."""
     for f in option_fields("flag"):
         kind, _ = option_type(f.name)
         default = f"decode.{config_key(f)}, {f.default}" if f.metadata["config"] else f"{f.default}"
@@ -164,7 +164,7 @@ def load_translator(args):
 
 
 def decode_options(args, translator):
-    """The decoding options of translate and evaluate (attnmt.decode.options.DecodeOptions): the model's
+    """The decoding options of translate and evaluate (attnmt.config.decoding.DecodeOptions): the model's
     decode.* (decode.workers too: these commands may fork), the flags given on top; checked."""
     given = {f.name: getattr(args, f.name) for f in option_fields("flag")}
     if not given["sample"]:

@@ -1,6 +1,6 @@
 """The upper bounds of the numeric settings: far beyond any real run, and small enough that no value overflows the
 integer types that torch, numpy and the token store put them in. The config's keys (:mod:`attnmt.config.schema`)
-and the decoding options (:mod:`attnmt.decode.options`) declare their ranges with them. Sizes of the model beyond
+and the decoding options (:mod:`attnmt.config.decoding`) declare their ranges with them. Sizes of the model beyond
 what the machine's memory holds are refused with an estimate of that memory (:mod:`attnmt.config.model_size`)."""
 
 MAX_COUNT = 10**12  # sentences, tokens per batch, pairs held out or sampled

@@ -31,10 +31,10 @@ from attnmt.config.bounds import (
     MAX_WORKERS,
     MIN_VOCAB,
 )
+from attnmt.config.decoding import DecodeOptions, config_key, from_config, option_fields
 from attnmt.config.registry import Registry
 from attnmt.config.typed import apply_overrides, build, check_declared, check_range, coerce, ranged
 from attnmt.config.yaml_input import read_yaml
-from attnmt.decode.options import DecodeOptions, config_key, from_config, option_fields
 from attnmt.errors import UserError
 from attnmt.runtime.safe_write import write_text
 
@@ -320,7 +320,7 @@ def _check_decode(self) -> None:
 
 
 def _decode_section() -> type:
-    """The config's decode section: the decoding options that have a config key (attnmt.decode.options), with
+    """The config's decode section: the decoding options that have a config key (attnmt.config.decoding), with
     their defaults, ranges and help, under their keys; ``options(**given)`` gives the DecodeOptions they set."""
     types = typing.get_type_hints(DecodeOptions)
     fields = [(config_key(f), types[f.name], field(default=f.default, metadata=f.metadata))
@@ -328,7 +328,7 @@ def _decode_section() -> type:
     return dataclasses.make_dataclass("DecodeConfig", fields, namespace={
         "__module__": __name__, "__post_init__": _check_decode, "options": from_config,
         "__doc__": "Decoding settings used by validation, `translate`, `evaluate` and the server unless a call, a "
-                   "flag or a request gives its own: the decoding options of attnmt.decode.options that have a "
+                   "flag or a request gives its own: the decoding options of attnmt.config.decoding that have a "
                    "config key."})
 
 

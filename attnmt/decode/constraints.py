@@ -17,7 +17,7 @@ Both work on the hypotheses' tokens so far (``tokens`` [N, t], row r the hypothe
   continuation the search finds (the explorer's "what if"). The length limits then count the tokens after
   the prefix: the maximum output length and ``min_len`` are moved on by its length (:func:`length_limits`).
 
-The settings are decoding options (:class:`attnmt.decode.options.DecodeOptions`, which checks their ranges); a
+The settings are decoding options (:class:`attnmt.config.decoding.DecodeOptions`, which checks their ranges); a
 search takes them as keyword arguments (``beam_search(..., min_len=3)``, :func:`constraints_of` of the options) and
 hands them here as the options they make (:func:`constraint_options`). A new constraint is a field there, its name in
 ``CONSTRAINTS`` and its rule in :func:`apply_constraints`: the searches pass it on unread.
@@ -30,8 +30,8 @@ from typing import Any, Mapping, Sequence
 import torch
 from torch import Tensor
 
+from attnmt.config.decoding import DecodeOptions
 from attnmt.config.special import BOS_ID, EOS_ID, PAD_ID
-from attnmt.decode.options import DecodeOptions
 from attnmt.errors import UserError
 
 __all__ = ["CONSTRAINTS", "constraints_of", "constraint_options", "min_lengths", "apply_constraints", "prefix_table",

@@ -15,7 +15,7 @@ fairseq, so that samples rank like any other hypothesis. Sampling runs batched l
 come from one ``torch.Generator`` per call, so a seed fixes the samples of a batch.
 
 The settings are decoding options (``sample``, ``top_k``, ``top_p``, ``temperature``, ``seed`` of
-:class:`attnmt.decode.options.DecodeOptions`, with their defaults and ranges); :class:`Sampling` holds the four
+:class:`attnmt.config.decoding.DecodeOptions`, with their defaults and ranges); :class:`Sampling` holds the four
 of them alone.
 """
 
@@ -28,7 +28,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from attnmt.decode.options import DecodeOptions
+from attnmt.config.decoding import DecodeOptions
 from attnmt.decode.search import Hypothesis, left_to_right
 from attnmt.errors import UserError
 
@@ -38,7 +38,7 @@ __all__ = ["Sampling", "filter_logits", "sample_search"]
 @dataclass(frozen=True)
 class Sampling:
     """How tokens are drawn: temperature, then top-k (0: all), then top-p (1.0: all); ``seed`` fixes them. The
-    sampling options of :class:`attnmt.decode.options.DecodeOptions` alone: their defaults, and their ranges
+    sampling options of :class:`attnmt.config.decoding.DecodeOptions` alone: their defaults, and their ranges
     checked there."""
 
     top_k: int = DecodeOptions.top_k

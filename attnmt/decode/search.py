@@ -40,9 +40,9 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 import torch
 from torch import Tensor
 
+from attnmt.config.decoding import STOPPING_RULES, DecodeOptions
 from attnmt.config.special import BOS_ID, EOS_ID, PAD_ID
 from attnmt.decode.constraints import apply_constraints, apply_prefix, constraint_options, length_limits, prefix_table
-from attnmt.decode.options import STOPPING_RULES, DecodeOptions
 from attnmt.errors import UserError
 from attnmt.models.protocols import TranslationModel
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
+from attnmt.config.decoding import DecodeOptions, with_given
 from attnmt.config.schema import Config, load_config
 from attnmt.data.batching import token_batches
 from attnmt.decode.constraints import constraints_of
-from attnmt.decode.options import DecodeOptions, with_given
 from attnmt.errors import UserError, closest
 
 
@@ -36,7 +36,7 @@ class Translation:
 
 def call_options(config: Config, options: DecodeOptions | None, sampling: Any, given: dict[str, Any],
                  **instead: Any) -> DecodeOptions:
-    """A translate() call's decoding options (:mod:`attnmt.decode.options`), checked: ``options``, else the model's
+    """A translate() call's decoding options (:mod:`attnmt.config.decoding`), checked: ``options``, else the model's
     ``decode.*`` in one process (``workers`` 1: forking is the caller's choice) with ``instead`` where the
     translator cannot use the config's value; then the keyword options ``given`` on top (None: not given), and
     ``sampling`` (an :class:`attnmt.decode.sampling.Sampling`: sample with its settings)."""

@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from attnmt.config.decoding import DecodeOptions, OptionError
 from attnmt.config.schema import Config
 from attnmt.data.batching import collate
 from attnmt.data.dataset import TextProcessor, load_processors
@@ -23,7 +24,6 @@ from attnmt.decode.inputs import (  # MAX_SOURCE_TOKENS, SentenceTooLong re-expo
     gated_tokens,
     sentence_list,
 )
-from attnmt.decode.options import DecodeOptions, OptionError
 from attnmt.decode.parallel import map_in_processes
 from attnmt.decode.search import beam_search, greedy_search
 from attnmt.decode.translation import (
@@ -102,7 +102,7 @@ class Translator:
         """Translate one sentence (a str: one Translation) or a list of them (a list, in the input's order).
 
         The decoding options are keyword arguments (``beam=5``, ``n_best=3``, ``min_len=2``, ...), each
-        :class:`attnmt.decode.options.DecodeOptions` field, which says what it does; one left out (or None) is the
+        :class:`attnmt.config.decoding.DecodeOptions` field, which says what it does; one left out (or None) is the
         model's ``decode.*`` where the config has it, else the field's default. ``options=`` a DecodeOptions is used
         as it is (:meth:`decode_options` gives the model's with changes), with any keyword options on top.
         ``sampling`` (:class:`attnmt.decode.sampling.Sampling`) is ``sample=True`` with its settings: ``n_best``

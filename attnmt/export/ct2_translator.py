@@ -25,11 +25,11 @@ from pathlib import Path
 
 import numpy as np
 
+from attnmt.config.decoding import DecodeOptions, OptionError
 from attnmt.config.special import EOS
 from attnmt.data.dataset import load_processors
 from attnmt.data.pretokenize import model_pretokenizers
 from attnmt.decode.inputs import InputLimits, InputRefused, check_sentences, gated_tokens, sentence_list
-from attnmt.decode.options import DecodeOptions, OptionError
 from attnmt.decode.search import length_penalty_factor, max_output_lengths
 from attnmt.decode.translation import (
     Translation,

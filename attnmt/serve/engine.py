@@ -17,9 +17,9 @@ import numpy as np
 import torch
 
 from attnmt.align import align_translations
+from attnmt.config.decoding import DecodeOptions
 from attnmt.decode.forced import forced_batches
 from attnmt.decode.held_out import example_sources, references
-from attnmt.decode.options import DecodeOptions
 from attnmt.decode.steps import explore
 from attnmt.decode.translator import Translation as TranslatorOutput
 from attnmt.decode.translator import Translator

@@ -1,12 +1,12 @@
 """A translate request's decoding options: the model's ``decode.*`` with the request's decoding fields on top
-(:class:`attnmt.decode.options.DecodeOptions`), checked against the server's limits first. Every refusal is a 422
+(:class:`attnmt.config.decoding.DecodeOptions`), checked against the server's limits first. Every refusal is a 422
 that names the field at fault."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from attnmt.decode.options import DecodeOptions, OptionError, option_fields
+from attnmt.config.decoding import DecodeOptions, OptionError, option_fields
 from attnmt.errors import UserError
 from attnmt.serve.engine import ServedModel
 from attnmt.serve.errors import ApiError

@@ -7,7 +7,7 @@ names the field instead of a silently ignored option. Limits that the server ope
 :class:`Limits`, checked by the endpoint; GET /models reports them.
 
 Two sets of fields are derived, not written here: a request's decoding fields are the decoding options that a
-request may set (:class:`attnmt.decode.options.DecodeOptions`: their types, ranges and help), and a translation's
+request may set (:class:`attnmt.config.decoding.DecodeOptions`: their types, ranges and help), and a translation's
 fields are those of :class:`attnmt.decode.translation.Translation`, with the JSON types below where a field is not
 JSON as it is (attention as nested lists), and the server's own ``attention_heads``.
 """
@@ -20,8 +20,8 @@ from typing import Annotated, Any, Literal, Optional
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model, model_validator
 
+from attnmt.config.decoding import option_fields, option_type
 from attnmt.decode.inputs import MAX_REQUEST_SENTENCES, InputLimits
-from attnmt.decode.options import option_fields, option_type
 from attnmt.decode.translation import Translation as TranslationResult
 
 MAX_EXPLORE_TOP_K = 50  # attnmt.decode.steps.MAX_TOP_K

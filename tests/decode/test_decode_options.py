@@ -1,4 +1,4 @@
-"""The decoding options, defined once (attnmt.decode.options.DecodeOptions): checked when built, refused in the same
+"""The decoding options, defined once (attnmt.config.decoding.DecodeOptions): checked when built, refused in the same
 line through Python and the command line and as a 422 naming the field through the server, and read by every place
 that takes them (the config's decode section, the CLI's flags, the server's request and response) from the field
 list, so that a new option cannot be forgotten in one of them."""
@@ -14,8 +14,8 @@ import pytest
 
 import attnmt
 from attnmt.cli import build_parser, main
+from attnmt.config.decoding import DecodeOptions, OptionError, config_key, option_fields
 from attnmt.config.schema import DecodeConfig
-from attnmt.decode.options import DecodeOptions, OptionError, config_key, option_fields
 from attnmt.decode.sampling import Sampling
 from attnmt.errors import UserError
 

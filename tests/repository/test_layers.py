@@ -17,10 +17,8 @@ PACKAGE = ROOT / "attnmt"
 # The layers, lowest first. A name covers the module and, for a package, everything in it; a module
 # belongs to the longest name that covers it. "attnmt" is the package's own __init__ (attnmt.load).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    # attnmt.train.schedulers: the scheduler registry, whose names the config checks; attnmt.decode.options: the
-    # decoding options, of which the config's decode section is built
-    ("errors, config, runtime", ("attnmt.errors", "attnmt.config", "attnmt.runtime", "attnmt.train.schedulers",
-                                 "attnmt.decode.options")),
+    # attnmt.train.schedulers: the scheduler registry, whose names the config checks
+    ("errors, config, runtime", ("attnmt.errors", "attnmt.config", "attnmt.runtime", "attnmt.train.schedulers")),
     ("models and data", ("attnmt.models", "attnmt.data")),
     ("model folder", ("attnmt.folder",)),
     ("decode, train, export", ("attnmt", "attnmt.decode", "attnmt.train", "attnmt.export")),
@@ -172,7 +170,7 @@ def test_the_checks_see_what_they_check():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert layer_of("attnmt.align.link_sets") == 4 and layer_of("attnmt") == 3 and layer_of("attnmt.models.int8") == 1
     assert layer_of("attnmt.train.schedulers") == 0 and layer_of("attnmt.train.loss") == 3
-    assert layer_of("attnmt.decode.options") == 0 and layer_of("attnmt.decode.search") == 3
+    assert layer_of("attnmt.config.decoding") == 0 and layer_of("attnmt.decode.search") == 3
 
 
 def test_package_root_holds_only_the_public_api():
