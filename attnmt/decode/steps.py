@@ -150,7 +150,7 @@ def what_if(translator, record: dict[str, Any], alternatives: int = 3,
             beam: int | None = None) -> dict[str, list[dict]]:
     """The record's what-if re-decodings, by step (a str): for each step i, the output forced to start with
     the pieces before step i and then, in turn, each of the first ``alternatives`` pieces of the step's top-k
-    other than the chosen one and ``</s>`` (one that would repeat an n-gram decode.no_repeat_ngram forbids is
+    other than the chosen one and ``</s>`` (one that would repeat an n-gram the decoding options forbid is
     skipped). ``beam``: as :func:`explore`'s.
 
     All of them are decoded in one batched beam search and one batched teacher-forced pass. The records
