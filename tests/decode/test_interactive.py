@@ -197,6 +197,7 @@ def test_ctrl_c_keeps_the_output_file_of_a_live_session(capsys, tiny_model, tmp_
     assert sorted(p.name for p in tmp_path.iterdir()) == ["session.txt"]
 
 
+@pytest.mark.slow  # the benchmark end to end: two translate processes per round, about 7 s
 def test_the_piped_input_benchmark_runs_at_tiny_size(tiny_model, tiny_corpus, tmp_path):
     import json
 

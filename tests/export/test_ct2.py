@@ -238,6 +238,7 @@ def test_serve_round_trip(exported, transformer, sources):
             in message and '"alignment"' in message and "\n" not in message
 
 
+@pytest.mark.slow  # the benchmark end to end, every engine and precision: about 15 s
 def test_the_benchmark_runs_at_tiny_size(transformer, tiny_corpus, tmp_path):
     from benchmarks.ctranslate2 import ENGINES
     from benchmarks.ctranslate2 import main as benchmark

@@ -55,6 +55,7 @@ def test_committed_notebook_has_no_outputs():
     assert not executed, f"cells {executed} of chapter.ipynb carry outputs; {REGENERATE}"
 
 
+@pytest.mark.slow  # the whole chapter notebook in a kernel: about 12 s
 @pytest.mark.timeout(180)
 def test_notebook_runs_top_to_bottom(tmp_path, monkeypatch):
     # A kernel spec of its own for this interpreter: a user's global "python3" may be another Python.
