@@ -44,6 +44,7 @@ MAX_TOP_K = 50
 COMPONENTS = 6  # components of h_j and c_i shown with the equation
 DECIMALS = 4  # probabilities and attention
 SCORE_DECIMALS = 3  # scores, log probs, e_ij and norms
+SELF_DECIMALS = 3  # self-attention (every layer and head of the encoder and decoder: the record's largest part)
 # Scripts written without spaces between words (CJK ideographs, kana): there, each piece counts as a word
 WORD_START = "\u2581"  # sentencepiece's mark of a piece that starts a word
 _UNSPACED = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
@@ -82,7 +83,8 @@ def explore(translator, sentence: str, beam: int | None = None, prefix: str | No
     ``beam``: the beam size (default the model's decode.beam; 1 is greedy search); the other decoding
     settings are the model's decode.*. ``prefix`` (text) or ``prefix_tokens`` (target pieces): force the
     output to start with it; the rest is the best continuation. ``top_k``: next pieces listed per step.
-    ``heads=False`` leaves out a Transformer's per-head attention, ``tree=False`` the search tree.
+    ``heads=False`` leaves out a Transformer's per-head attention (cross- and self-attention), ``tree=False``
+    the search tree.
     ``reference``: a known translation of the sentence, which the record gives with the output's sentence
     BLEU and chrF against it.
     """
@@ -101,7 +103,7 @@ def explore(translator, sentence: str, beam: int | None = None, prefix: str | No
     with eval_mode(translator.model), torch.inference_mode(), threads_for(translator.threads):
         hyp = _search(translator, src_ids, [forced], options, recorder)[0]
         out_ids = hyp.tokens if hyp is not None else []
-        steps, attention, annotations = _forced_steps(translator, src_ids, out_ids, top_k, heads)
+        steps, attention, annotations, self_attention = _forced_steps(translator, src_ids, out_ids, top_k, heads)
     tgt = translator.tgt
     out_pieces = tgt.vocab.decode(out_ids)
     spaced = segmented_sides(translator.config.data)
@@ -126,6 +128,7 @@ def explore(translator, sentence: str, beam: int | None = None, prefix: str | No
         "beam": None if recorder is None or hyp is None else _tree(recorder, hyp, options.beam, tgt.vocab),
         "alternatives": None,
         "reference": None if reference is None else _reference(translator, output["text"], reference),
+        "self_attention": self_attention,
     }
 
 
@@ -251,11 +254,19 @@ def words_of(tokenizer, pieces: Sequence[str], spaced: bool = False) -> tuple[li
 
 def _forced_steps(translator, src_ids: list[int], out_ids: list[int], top_k: int, heads: bool):
     """Per decoder step (one per output piece and one for </s>) the input, output, top-k and equation; the
-    attention (pieces) [T, S], or [L, H, T, S] with heads; the annotations h_j of an RNN attention model."""
+    attention (pieces) [T, S], or [L, H, T, S] with heads; the annotations h_j of an RNN attention model;
+    with heads, a Transformer's self-attention (the record's ``self_attention``, else None)."""
     model, vocab = translator.model, translator.tgt.vocab
     batch = collate([(src_ids, out_ids)], [0]).to(translator.device)
+    self_attention = None
     with _EquationProbe(model) as probe:
-        logits, attention = force(model, batch, heads=heads and translator.has_heads)
+        if heads and translator.has_self_attention:
+            logits, attention, encoder, decoder = model.forward_with_self_attention(batch.src, batch.src_len,
+                                                                                    batch.tgt_in)
+            self_attention = {"encoder": _rounded(encoder[:, :, 0].float().cpu().numpy(), SELF_DECIMALS),
+                              "decoder": _rounded(decoder[:, :, 0].float().cpu().numpy(), SELF_DECIMALS)}
+        else:
+            logits, attention = force(model, batch, heads=heads and translator.has_heads)
     log_probs = F.log_softmax(logits[0].float(), dim=-1)
     log_probs[:, [PAD_ID, BOS_ID]] = float("-inf")  # never generated (attnmt.decode.search)
     best, best_ids = log_probs.topk(min(top_k, log_probs.size(1)), dim=-1)
@@ -274,7 +285,7 @@ def _forced_steps(translator, src_ids: list[int], out_ids: list[int], top_k: int
     if attention is not None:
         attention = attention.float().cpu().numpy()
         attention = attention[:, :, 0] if attention.ndim == 5 else attention[0]
-    return steps, attention, probe.annotations()
+    return steps, attention, probe.annotations(), self_attention
 
 
 class _EquationProbe:

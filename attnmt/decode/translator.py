@@ -91,6 +91,11 @@ class Translator:
         """Whether the model's attention has layers and heads to choose from (the Transformer's)."""
         return bool(getattr(self.model, "has_heads", False))
 
+    @property
+    def has_self_attention(self) -> bool:
+        """Whether the model gives its encoder's and decoder's self-attention (the Transformer's)."""
+        return bool(getattr(self.model, "has_self_attention", False))
+
     def parameter_count(self) -> int:
         """The model's trained parameters (GET /models)."""
         return sum(p.numel() for p in self.model.parameters() if p.requires_grad)
