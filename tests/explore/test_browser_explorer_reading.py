@@ -159,7 +159,7 @@ def test_the_chinese_page_has_every_string_in_chinese(browser, base_url):
         example, reference = held_out_pairs_of(base_url)
         show(page, example)
         shown = []
-        for view in ("steps", "beam", "whatif", "compare", "heads"):
+        for view in ("steps", "beam", "whatif", "compare", "heads", "layers"):
             page.click(f'.tabs [data-view="{view}"]')
             if view == "whatif":
                 page.click('#wi-target .tok[data-step="0"]')

@@ -1,5 +1,6 @@
 // The explorer: views of one explore record (docs/explore.md): step by step, the beam search tree,
-// what-if re-decoding, two models side by side (compare.js), and a Transformer's heads.
+// what-if re-decoding, two models side by side (compare.js), a Transformer's heads, and all of its attention
+// (layers.js).
 //
 // Records come from a provider: the server (POST /explore) or the data embedded in a file written by
 // `attnmt explore --export` (app.js picks one). Views redraw from `ex` alone, so switching the units
@@ -45,6 +46,9 @@ function exploreShow(record) {
   const hasHeads = Boolean(record.attention && record.attention.pieces.layers);
   document.querySelector('[data-view="heads"]').classList.toggle("dim", !hasHeads);
   tab.dataset.empty = String(!hasHeads);
+  const hasLayers = Boolean(layerKinds(record));
+  document.querySelector('[data-view="layers"]').classList.toggle("dim", !hasLayers);
+  byId("view-layers").dataset.empty = String(!hasLayers);
   redrawExplorer();
 }
 
@@ -54,6 +58,7 @@ function redrawExplorer() {
   drawBeamView();
   drawWhatifView();
   drawHeadsView();
+  drawLayersView();
   if (ex.view === "compare") drawCompareView();
 }
 
@@ -397,6 +402,7 @@ function exploreInit(provider) {
   byId("cmp-length").addEventListener("input", drawCompareView);
   byId("hv-layer").addEventListener("change", drawHeadMatrix);
   byId("hv-head").addEventListener("change", drawHeadMatrix);
+  layersInit();
   onLanguage(() => {
     redrawExplorer();
     if (ex.timer === null) byId("play").textContent = t("play");
