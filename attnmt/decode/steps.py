@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import re
+from contextlib import nullcontext
 from typing import Any, Sequence
 
 import numpy as np
@@ -31,6 +32,7 @@ from attnmt.decode.constraints import check_prefix
 from attnmt.decode.evaluate import bleu_tokenize_for, sentence_scores
 from attnmt.decode.forced import eval_mode, force, forced_batches
 from attnmt.decode.inputs import InputRefused, SentenceTooLong, gated_tokens
+from attnmt.decode.pinning import check_pin, pinned
 from attnmt.decode.search import beam_search
 from attnmt.decode.translation import search_arguments
 from attnmt.errors import UserError
@@ -76,7 +78,8 @@ def prefix_ids(translator, prefix: str | None = None, prefix_tokens: Sequence[st
 
 def explore(translator, sentence: str, beam: int | None = None, prefix: str | None = None,
             prefix_tokens: Sequence[str] | None = None, top_k: int = 10, name: str | None = None,
-            heads: bool = True, tree: bool = True, reference: str | None = None) -> dict[str, Any]:
+            heads: bool = True, tree: bool = True, reference: str | None = None,
+            pin: Sequence[int] | None = None) -> dict[str, Any]:
     """The explore record of ``sentence`` translated by ``translator``
     (an :class:`attnmt.decode.translator.Translator`).
 
@@ -86,7 +89,9 @@ def explore(translator, sentence: str, beam: int | None = None, prefix: str | No
     ``heads=False`` leaves out a Transformer's per-head attention (cross- and self-attention), ``tree=False``
     the search tree.
     ``reference``: a known translation of the sentence, which the record gives with the output's sentence
-    BLEU and chrF against it.
+    BLEU and chrF against it. ``pin``: source piece positions that share the attention equally at the step
+    right after the forced prefix (an RNN attention model's; :mod:`attnmt.decode.pinning`): the record is the
+    translation the decoder writes from there with the attention set so.
     """
     if translator.members is not None:
         raise UserError("explore reads one model's attention; pass one model folder, not an ensemble")
@@ -100,10 +105,9 @@ def explore(translator, sentence: str, beam: int | None = None, prefix: str | No
     check_prefix(forced, options)
     src_ids = translator.src.vocab.encode(src_pieces)
     recorder = BeamTree() if tree else None
-    with eval_mode(translator.model), torch.inference_mode(), threads_for(translator.threads):
-        hyp = _search(translator, src_ids, [forced], options, recorder)[0]
-        out_ids = hyp.tokens if hyp is not None else []
-        steps, attention, annotations, self_attention = _forced_steps(translator, src_ids, out_ids, top_k, heads)
+    pin = None if pin is None else check_pin(translator.model, pin, len(src_ids))
+    hyp, out_ids, (steps, attention, annotations, self_attention) = _decoded(
+        translator, src_ids, forced, options, recorder, pin, top_k, heads)
     tgt = translator.tgt
     out_pieces = tgt.vocab.decode(out_ids)
     spaced = segmented_sides(translator.config.data)
@@ -129,7 +133,25 @@ def explore(translator, sentence: str, beam: int | None = None, prefix: str | No
         "alternatives": None,
         "reference": None if reference is None else _reference(translator, output["text"], reference),
         "self_attention": self_attention,
+        "pin": None if pin is None else {"step": len(forced), "source": pin},
     }
+
+
+def _decoded(translator, src_ids: list[int], forced: list[int], options, recorder: BeamTree | None,
+             pin: list[int] | None, top_k: int, heads: bool):
+    """The search's best hypothesis (None: none finished), its ids and :func:`_forced_steps` of them, with the
+    attention pinned to ``pin`` at the step after the forced prefix in both passes."""
+    with eval_mode(translator.model), torch.inference_mode(), threads_for(translator.threads):
+        with _pinned(translator, forced, pin):
+            hyp = _search(translator, src_ids, [forced], options, recorder)[0]
+        out_ids = hyp.tokens if hyp is not None else []
+        with _pinned(translator, forced, pin):
+            return hyp, out_ids, _forced_steps(translator, src_ids, out_ids, top_k, heads)
+
+
+def _pinned(translator, forced: list[int], pin: list[int] | None):
+    """The attention pinned to ``pin`` at the step after the forced prefix; nothing when ``pin`` is None."""
+    return nullcontext() if pin is None else pinned(translator.model, len(forced), pin)
 
 
 def _reference(translator, hypothesis: str, reference: str) -> dict[str, Any]:

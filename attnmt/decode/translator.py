@@ -182,12 +182,13 @@ class Translator:
         return options[0]
 
     def explore(self, sentence: str, beam: int | None = None, prefix: str | None = None,
-                prefix_tokens: list[str] | None = None, top_k: int = 10) -> dict:
+                prefix_tokens: list[str] | None = None, top_k: int = 10, pin: list[int] | None = None) -> dict:
         """The sentence's decoding step by step, as the explorer page shows it: the explore record
-        (:func:`attnmt.decode.steps.explore`; its keys in docs/explore.md)."""
+        (:func:`attnmt.decode.steps.explore`; its keys in docs/explore.md). ``pin``: source piece positions that
+        share the attention at the step after the prefix (:mod:`attnmt.decode.pinning`)."""
         from attnmt.decode.steps import explore
 
-        return explore(self, sentence, beam=beam, prefix=prefix, prefix_tokens=prefix_tokens, top_k=top_k)
+        return explore(self, sentence, beam=beam, prefix=prefix, prefix_tokens=prefix_tokens, top_k=top_k, pin=pin)
 
     def _prefixes(self, prefix, single: bool, n: int, options: DecodeOptions) -> list[list[int]] | None:
         """Each sentence's forced prefix as target ids (None: no sentence has one); checked (UserError)."""

@@ -69,12 +69,14 @@ class Item(NamedTuple):
 
 
 class ExploreItem(NamedTuple):
-    """The sentence of an explore request, with its forced prefix and how many next pieces to list."""
+    """The sentence of an explore request, with its forced prefix, how many next pieces to list and the source
+    pieces its attention is pinned to."""
 
     text: str
     prefix: str | None = None
     prefix_tokens: tuple[str, ...] | None = None
     top_k: int = 10
+    pin: tuple[int, ...] | None = None
 
 
 def parse_model_spec(spec: str) -> tuple[str, Path]:
@@ -146,7 +148,7 @@ def decode_batch(models: Mapping[str, ServedModel], key: BatchKey,
         known = models[key.model].references
         return [explore(translator, item.text, beam=key.options.beam, prefix=item.prefix, top_k=item.top_k,
                         name=key.model, prefix_tokens=None if item.prefix_tokens is None else list(item.prefix_tokens),
-                        reference=known.get(item.text.strip()))
+                        reference=known.get(item.text.strip()), pin=item.pin)
                 for item in items]
     outputs = translator.translate([item.text for item in items], options=key.options)
     wants_heads = [i for i, item in enumerate(items) if item.heads and outputs[i].src_tokens]

@@ -204,6 +204,11 @@ class ExploreRequest(BaseModel):
                                                description="the forced start as target pieces, e.g. the outputs of "
                                                            "the steps before one and a piece of its top_k")
     top_k: int = Field(10, ge=1, le=MAX_EXPLORE_TOP_K, description="next pieces listed per decoder step")
+    pin: Optional[list[int]] = Field(None, max_length=MAX_PREFIX_TOKENS,
+                                     description="edit the attention: source piece positions (0-based) that share "
+                                                 "it equally at the step right after the forced prefix; the "
+                                                 "record is the translation decoded from there (RNN attention "
+                                                 "models)")
 
 
 class ExploreResponse(BaseModel):
