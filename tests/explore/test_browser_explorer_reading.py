@@ -159,10 +159,14 @@ def test_the_chinese_page_has_every_string_in_chinese(browser, base_url):
         example, reference = held_out_pairs_of(base_url)
         show(page, example)
         shown = []
-        for view in ("steps", "beam", "whatif", "compare", "heads", "layers"):
+        for view in ("steps", "beam", "whatif", "pin", "compare", "heads", "layers"):
             page.click(f'.tabs [data-view="{view}"]')
             if view == "whatif":
                 page.click('#wi-target .tok[data-step="0"]')
+            if view == "pin":
+                page.click('#pin-target .tok[data-step="0"]')
+                page.click('#pin-source button[data-col="0"]')
+                page.wait_for_selector("#pin-result:not([hidden])")
             if view == "compare":
                 page.wait_for_selector("#cmp-col-b .cmp-scores")
             shown.append(page.inner_text("body"))

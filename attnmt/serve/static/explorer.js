@@ -1,6 +1,6 @@
 // The explorer: views of one explore record (docs/explore.md): step by step, the beam search tree,
-// what-if re-decoding, two models side by side (compare.js), a Transformer's heads, and all of its attention
-// (layers.js).
+// what-if re-decoding, attention you can edit (pin.js), two models side by side (compare.js), a Transformer's
+// heads, and all of its attention (layers.js).
 //
 // Records come from a provider: the server (POST /explore) or the data embedded in a file written by
 // `attnmt explore --export` (app.js picks one). Views redraw from `ex` alone, so switching the units
@@ -37,6 +37,7 @@ function exploreShow(record) {
   ex.step = 0;
   ex.srcSel = null;
   ex.wi = { step: null, record: null, busy: ex.wi.busy + 1 };
+  pinReset();
   stopPlaying();
   byId("explorer").hidden = false;
   const step = byId("step");
@@ -46,6 +47,7 @@ function exploreShow(record) {
   const hasHeads = Boolean(record.attention && record.attention.pieces.layers);
   document.querySelector('[data-view="heads"]').classList.toggle("dim", !hasHeads);
   tab.dataset.empty = String(!hasHeads);
+  document.querySelector('[data-view="pin"]').classList.toggle("dim", !canPin(record) || ex.provider.mode === "export");
   const hasLayers = Boolean(layerKinds(record));
   document.querySelector('[data-view="layers"]').classList.toggle("dim", !hasLayers);
   byId("view-layers").dataset.empty = String(!hasLayers);
@@ -57,6 +59,7 @@ function redrawExplorer() {
   drawStepView();
   drawBeamView();
   drawWhatifView();
+  drawPinView();
   drawHeadsView();
   drawLayersView();
   if (ex.view === "compare") drawCompareView();
