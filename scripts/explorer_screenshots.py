@@ -7,7 +7,8 @@
 It starts `attnmt serve` with the models on a free loopback port and drives Debian's chromium (headless,
 Playwright for Python) as a user would: step by step at a middle step of a 10-word sentence, the beam tree of
 a beam of 5 on a sentence of about 20 words, a what-if choice, the attention of a middle step pinned to the first
-source word, the two models side by side on a 16-word sentence, the heads and all the attention of a Transformer
+source word, that step's nearest held-out decoder states (in English and Chinese), the two models side by side
+on a 16-word sentence, the heads and all the attention of a Transformer
 (with --transformer DIR: trained there on the same data when DIR holds no model, about a minute; without it
 explore_heads.png and explore_layers*.png are left as they are) and the step view in Chinese. The sentences are
 the rnnsearch model's held-out sentences.
@@ -150,6 +151,11 @@ def shoot_views(browser, url: str, pool: list[str], out: Path, transformer: bool
     page.page.wait_for_selector("#pin-result:not([hidden])")
     page.shoot(out, "explore_pin")
 
+    page.tab("neighbours")
+    page.page.wait_for_selector("#nb-list li")
+    page.page.click(f'#nb-target .tok[data-step="{at}"]')
+    page.shoot(out, "explore_neighbours")
+
     page.show(compared, "rnnsearch", beam=5)
     page.tab("compare")
     page.page.wait_for_function("text => document.getElementById('cmp-source').textContent === text", arg=compared)
@@ -164,26 +170,40 @@ def shoot_views(browser, url: str, pool: list[str], out: Path, transformer: bool
     page.close()
 
     if transformer:
-        page = Page(browser, url)
-        page.show(medium, "transformer", beam=5)
-        page.tab("heads")
-        page.page.click('#hv-grid .head-card[data-head="0"]')
-        page.shoot(out, "explore_heads")
-        page.tab("layers")
-        page.page.select_option("#mv-kind", value="encoder")
-        page.page.click('#mv-grid .mv-thumb[data-layer="1"][data-head="0"]')
-        page.shoot(out, "explore_layers")
-        page.close()
-        page = Page(browser, url, locale="zh-CN")
-        page.show(medium, "transformer", beam=5)
-        page.tab("layers")
-        page.page.select_option("#mv-kind", value="decoder")
-        page.page.click('#mv-grid .mv-thumb[data-layer="1"][data-head="1"]')
-        page.shoot(out, "explore_layers_zh")
-        page.close()
+        shoot_transformer(browser, url, medium, out)
+    shoot_chinese(browser, url, medium, out)
 
+
+def shoot_transformer(browser, url: str, medium: str, out: Path) -> None:
+    """The heads and all the attention of the Transformer (English), and all of it in Chinese."""
+    page = Page(browser, url)
+    page.show(medium, "transformer", beam=5)
+    page.tab("heads")
+    page.page.click('#hv-grid .head-card[data-head="0"]')
+    page.shoot(out, "explore_heads")
+    page.tab("layers")
+    page.page.select_option("#mv-kind", value="encoder")
+    page.page.click('#mv-grid .mv-thumb[data-layer="1"][data-head="0"]')
+    page.shoot(out, "explore_layers")
+    page.close()
+    page = Page(browser, url, locale="zh-CN")
+    page.show(medium, "transformer", beam=5)
+    page.tab("layers")
+    page.page.select_option("#mv-kind", value="decoder")
+    page.page.click('#mv-grid .mv-thumb[data-layer="1"][data-head="1"]')
+    page.shoot(out, "explore_layers_zh")
+    page.close()
+
+
+def shoot_chinese(browser, url: str, medium: str, out: Path) -> None:
+    """The neighbours and the step view of the RNNsearch model on the Chinese page."""
     page = Page(browser, url, locale="zh-CN")
     page.show(medium, "rnnsearch", beam=5)
+    page.tab("neighbours")
+    page.page.wait_for_selector("#nb-list li")
+    page.page.click(f'#nb-target .tok[data-step="{page.middle()}"]')
+    page.shoot(out, "explore_neighbours_zh")
+    page.tab("steps")
     page.step_to(page.middle())
     page.shoot(out, "explore_zh")
     page.close()

@@ -32,6 +32,7 @@ from attnmt.decode.constraints import check_prefix
 from attnmt.decode.evaluate import bleu_tokenize_for, sentence_scores
 from attnmt.decode.forced import eval_mode, force, forced_batches
 from attnmt.decode.inputs import InputRefused, SentenceTooLong, gated_tokens
+from attnmt.decode.neighbours import nearest
 from attnmt.decode.pinning import check_pin, pinned
 from attnmt.decode.search import beam_search
 from attnmt.decode.translation import search_arguments
@@ -79,7 +80,7 @@ def prefix_ids(translator, prefix: str | None = None, prefix_tokens: Sequence[st
 def explore(translator, sentence: str, beam: int | None = None, prefix: str | None = None,
             prefix_tokens: Sequence[str] | None = None, top_k: int = 10, name: str | None = None,
             heads: bool = True, tree: bool = True, reference: str | None = None,
-            pin: Sequence[int] | None = None) -> dict[str, Any]:
+            pin: Sequence[int] | None = None, neighbours: int = 0) -> dict[str, Any]:
     """The explore record of ``sentence`` translated by ``translator``
     (an :class:`attnmt.decode.translator.Translator`).
 
@@ -91,7 +92,8 @@ def explore(translator, sentence: str, beam: int | None = None, prefix: str | No
     ``reference``: a known translation of the sentence, which the record gives with the output's sentence
     BLEU and chrF against it. ``pin``: source piece positions that share the attention equally at the step
     right after the forced prefix (an RNN attention model's; :mod:`attnmt.decode.pinning`): the record is the
-    translation the decoder writes from there with the attention set so.
+    translation the decoder writes from there with the attention set so. ``neighbours``: per step, that many
+    nearest decoder states of the model's held-out sentences (:mod:`attnmt.decode.neighbours`; 0: none).
     """
     if translator.members is not None:
         raise UserError("explore reads one model's attention; pass one model folder, not an ensemble")
@@ -112,8 +114,7 @@ def explore(translator, sentence: str, beam: int | None = None, prefix: str | No
     out_pieces = tgt.vocab.decode(out_ids)
     spaced = segmented_sides(translator.config.data)
     source = _side(translator.src, sentence, src_pieces, spaced[0])
-    source["annotations"] = annotations
-    source["unknown"] = [j for j, i in enumerate(src_ids) if i == UNK_ID]
+    source.update(annotations=annotations, unknown=[j for j, i in enumerate(src_ids) if i == UNK_ID])
     output = _side(tgt, tgt.detokenize(out_ids), out_pieces, spaced[1])
     output["score"] = _finite(hyp.score if hyp is not None else float("-inf"), SCORE_DECIMALS)
     output["log_prob"] = _finite(hyp.log_prob if hyp is not None else float("-inf"), SCORE_DECIMALS)
@@ -134,6 +135,7 @@ def explore(translator, sentence: str, beam: int | None = None, prefix: str | No
         "reference": None if reference is None else _reference(translator, output["text"], reference),
         "self_attention": self_attention,
         "pin": None if pin is None else {"step": len(forced), "source": pin},
+        "neighbours": nearest(translator, sentence, src_ids, out_ids, neighbours) if neighbours else None,
     }
 
 

@@ -294,7 +294,8 @@ def _explore_job(request: ExploreRequest, served: Mapping[str, ServedModel], def
     key = BatchKey(model.name, model.translator.decode_options(beam=beam), job=next(_SAMPLING_JOBS), explore=True)
     prefix_tokens = tuple(request.prefix_tokens) if request.prefix_tokens is not None else None
     pin = tuple(request.pin) if request.pin is not None else None
-    return model, key, ExploreItem(request.text, request.prefix, prefix_tokens, request.top_k, pin), cost
+    return model, key, ExploreItem(request.text, request.prefix, prefix_tokens, request.top_k, pin,
+                                           request.neighbours), cost
 
 
 def _costs(request: TranslateRequest, model: ServedModel, texts: list[str], key: BatchKey,

@@ -209,6 +209,9 @@ class ExploreRequest(BaseModel):
                                                  "it equally at the step right after the forced prefix; the "
                                                  "record is the translation decoded from there (RNN attention "
                                                  "models)")
+    neighbours: int = Field(0, ge=0, le=10, description="per decoder step, this many nearest decoder states of "
+                                                        "the model's held-out sentences, with their sentences "
+                                                        "(0: none)")
 
 
 class ExploreResponse(BaseModel):

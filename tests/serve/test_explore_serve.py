@@ -107,7 +107,8 @@ def test_openapi_describes_explore(client):
     assert op["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith("/ExploreRequest")
     request = schema["components"]["schemas"]["ExploreRequest"]
     assert set(request["properties"]) == set(ExploreRequest.model_fields) == {"text", "model", "beam", "prefix",
-                                                                              "prefix_tokens", "top_k", "pin"}
+                                                                              "prefix_tokens", "top_k", "pin",
+                                                                              "neighbours"}
     assert request["additionalProperties"] is False
     for status in ("404", "422", "503"):
         assert op["responses"][status]["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorResponse")

@@ -1,6 +1,6 @@
 // The explorer: views of one explore record (docs/explore.md): step by step, the beam search tree,
 // what-if re-decoding, attention you can edit (pin.js), two models side by side (compare.js), a Transformer's
-// heads, and all of its attention (layers.js).
+// heads, all of its attention (layers.js), and the nearest held-out decoder states (neighbours.js).
 //
 // Records come from a provider: the server (POST /explore) or the data embedded in a file written by
 // `attnmt explore --export` (app.js picks one). Views redraw from `ex` alone, so switching the units
@@ -38,6 +38,7 @@ function exploreShow(record) {
   ex.srcSel = null;
   ex.wi = { step: null, record: null, busy: ex.wi.busy + 1 };
   pinReset();
+  neighboursReset();
   stopPlaying();
   byId("explorer").hidden = false;
   const step = byId("step");
@@ -60,6 +61,7 @@ function redrawExplorer() {
   drawBeamView();
   drawWhatifView();
   drawPinView();
+  drawNeighboursView();
   drawHeadsView();
   drawLayersView();
   if (ex.view === "compare") drawCompareView();
@@ -76,6 +78,7 @@ function showView(name) {
     if (at >= 0) byId("cmp-length").value = String(at);  // start at the sentence on show
     drawCompareView();
   }
+  if (name === "neighbours") drawNeighboursView();
   if (name !== "steps") stopPlaying();
 }
 
