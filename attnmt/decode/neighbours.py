@@ -19,6 +19,7 @@ import torch
 from attnmt.decode.forced import forced_batches
 from attnmt.decode.held_out import held_out_pairs
 from attnmt.errors import UserError
+from attnmt.runtime.threads import threads_for
 
 __all__ = ["MAX_NEIGHBOURS", "MAX_SENTENCES", "nearest"]
 
@@ -85,10 +86,11 @@ def nearest(translator, source: str, src_ids: list[int], out_ids: list[int], k: 
     "similarity"}]``, ``at`` the position of the piece that state predicts (len(pieces): </s>)."""
     if not 1 <= k <= MAX_NEIGHBOURS:
         raise UserError(f"neighbours={k} is out of range; allowed: 1 to {MAX_NEIGHBOURS} (0: none)")
-    index = _index(translator)
-    if index is None:
-        return None
-    query = decoder_states(translator, [src_ids], [out_ids])[0]
+    with threads_for(translator.threads):
+        index = _index(translator)
+        if index is None:
+            return None
+        query = decoder_states(translator, [src_ids], [out_ids])[0]
     query = query / np.maximum(np.linalg.norm(query, axis=1, keepdims=True), 1e-9)
     similarity = query @ index.states.T
     same = [n for n, s in enumerate(index.sentences) if s["source"] == source.strip()]
