@@ -3,25 +3,29 @@ states the model had on other sentences, with their sentences, so that a learner
 treats alike.
 
 A decoder state is what the model's output layer reads at a step (the vector it turns into the next word's
-scores). The index holds the states of the model's held-out pairs (:mod:`attnmt.decode.held_out`: the model
-folder's test or valid split), each read with teacher forcing on its reference, at most :data:`MAX_SENTENCES`
-of them; it is built once per model and kept while the model is. Nearness is cosine similarity.
+scores). The index holds the states of the first :data:`MAX_SENTENCES` pairs of the model's training corpus
+(``data.train_src`` / ``train_tgt``) when its files are at hand, else of its held-out pairs
+(:mod:`attnmt.decode.held_out`: the model folder's test or valid split), each read with teacher forcing on its
+target; it is built once per model and kept while the model is. Nearness is cosine similarity.
 """
 
 from __future__ import annotations
 
 import weakref
+from itertools import islice
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from attnmt.data.corpus import iter_lines
 from attnmt.decode.forced import forced_batches
 from attnmt.decode.held_out import held_out_pairs
 from attnmt.errors import UserError
 from attnmt.runtime.threads import threads_for
 
-__all__ = ["MAX_NEIGHBOURS", "MAX_SENTENCES", "nearest"]
+__all__ = ["MAX_NEIGHBOURS", "MAX_SENTENCES", "decoder_states", "index_pairs", "nearest"]
 
 MAX_SENTENCES = 2000  # held-out sentences in a model's index
 MAX_NEIGHBOURS = 10
@@ -32,8 +36,20 @@ _INDEXES: "weakref.WeakKeyDictionary[Any, _Index]" = weakref.WeakKeyDictionary()
 class _Index:
     """The unit-length decoder states [N, D] of the held-out sentences, and where each comes from."""
 
-    def __init__(self, sentences: list[dict[str, Any]], states: np.ndarray, owner: np.ndarray, at: np.ndarray):
-        self.sentences, self.states, self.owner, self.at = sentences, states, owner, at
+    def __init__(self, origin: str, sentences: list[dict[str, Any]], states: np.ndarray, owner: np.ndarray,
+                 at: np.ndarray):
+        self.origin, self.sentences, self.states, self.owner, self.at = origin, sentences, states, owner, at
+
+
+def index_pairs(translator) -> tuple[str, list[tuple[str, str]]]:
+    """Where the index's sentences come from (``training`` or ``held-out``) and their (source, target) pairs:
+    the first lines of the training corpus when its two files are at hand, else the held-out pairs with
+    references."""
+    cfg = translator.config.data
+    if cfg.train_src and cfg.train_tgt and Path(cfg.train_src).is_file() and Path(cfg.train_tgt).is_file():
+        lines = islice(zip(iter_lines(cfg.train_src), iter_lines(cfg.train_tgt)), 2 * MAX_SENTENCES)
+        return "training", [(s.strip(), t.strip()) for s, t in lines if s.strip() and t.strip()]
+    return "held-out", [(s, t) for s, t in held_out_pairs(translator) if t is not None]
 
 
 def decoder_states(translator, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> list[np.ndarray]:
@@ -53,13 +69,12 @@ def decoder_states(translator, src_ids: list[list[int]], tgt_ids: list[list[int]
 
 
 def _index(translator) -> _Index | None:
-    """The model's index, built on first use; None when it has no held-out pairs with references."""
+    """The model's index, built on first use; None when it has neither training nor held-out pairs."""
     if translator in _INDEXES:
         return _INDEXES[translator]
+    origin, pairs = index_pairs(translator)
     sentences, src_ids, tgt_ids = [], [], []
-    for source, reference in held_out_pairs(translator):
-        if reference is None:
-            continue
+    for source, reference in pairs:
         src_pieces, tgt_pieces = translator.src.tokens(source), translator.tgt.tokens(reference)
         if not src_pieces or not tgt_pieces or max(len(src_pieces), len(tgt_pieces)) > MAX_PIECES:
             continue
@@ -74,7 +89,8 @@ def _index(translator) -> _Index | None:
     owner = np.concatenate([np.full(len(s), k) for k, s in enumerate(states)])
     at = np.concatenate([np.arange(len(s)) for s in states])
     stacked = np.concatenate(states)
-    index = _Index(sentences, stacked / np.maximum(np.linalg.norm(stacked, axis=1, keepdims=True), 1e-9), owner, at)
+    unit = stacked / np.maximum(np.linalg.norm(stacked, axis=1, keepdims=True), 1e-9)
+    index = _Index(origin, sentences, unit, owner, at)
     _INDEXES[translator] = index
     return index
 
@@ -102,5 +118,5 @@ def nearest(translator, source: str, src_ids: list[int], out_ids: list[int], k: 
         steps.append([{"sentence": kept.setdefault(int(index.owner[n]), len(kept)), "at": int(index.at[n]),
                        "similarity": round(float(row[n]), 3)} for n in best if np.isfinite(row[n])])
     sentences = sorted(kept, key=kept.get)
-    return {"from": "held-out", "states": int(len(index.states)),
+    return {"from": index.origin, "states": int(len(index.states)),
             "sentences": [index.sentences[n] for n in sentences], "steps": steps}

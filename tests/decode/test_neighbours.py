@@ -1,13 +1,15 @@
 """Neighbours (attnmt.decode.neighbours) through the explore record: each decoder step's nearest decoder states
-among the model's held-out sentences, by cosine similarity, with their sentences."""
+among the model's training sentences (or, without them, its held-out ones), by cosine similarity, with their
+sentences."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from attnmt.data.corpus import read_lines
 from attnmt.decode.held_out import held_out_pairs
-from attnmt.decode.neighbours import MAX_SENTENCES, decoder_states
+from attnmt.decode.neighbours import MAX_SENTENCES, decoder_states, index_pairs
 from attnmt.decode.steps import explore
 from attnmt.decode.translator import load
 from attnmt.errors import UserError
@@ -29,11 +31,12 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
     return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
 
 
-def test_each_step_lists_the_nearest_held_out_states_with_their_sentences(translator):
+def test_each_step_lists_the_nearest_training_states_with_their_sentences(translator):
     record = explore(translator, SENTENCE, neighbours=5)
     found = record["neighbours"]
-    pairs = {src: ref for src, ref in held_out_pairs(translator)}
-    assert found["from"] == "held-out" and 0 < found["states"]
+    data = translator.config.data
+    pairs = dict(zip(read_lines(data.train_src), read_lines(data.train_tgt)))
+    assert found["from"] == "training" and 0 < found["states"]
     assert len(found["steps"]) == len(record["steps"])
     for i, near in enumerate(found["steps"]):
         assert len(near) == 5
@@ -51,10 +54,20 @@ def test_each_step_lists_the_nearest_held_out_states_with_their_sentences(transl
 
 
 def test_the_explored_sentence_is_not_its_own_neighbour(translator):
-    source = next(src for src, ref in held_out_pairs(translator) if ref is not None)
+    source = index_pairs(translator)[1][0][0]
     found = explore(translator, source, neighbours=10)["neighbours"]
     assert source not in [s["source"] for s in found["sentences"]]
     assert found["states"] <= MAX_SENTENCES * 101
+
+
+def test_without_the_training_files_the_held_out_pairs_are_the_index(tiny_model):
+    translator = load(tiny_model)
+    translator.config.data.train_src = None
+    origin, pairs = index_pairs(translator)
+    assert origin == "held-out" and pairs == [(s, r) for s, r in held_out_pairs(translator) if r is not None]
+    found = explore(translator, SENTENCE, neighbours=3)["neighbours"]
+    assert found["from"] == "held-out"
+    assert {s["source"] for s in found["sentences"]} <= {s for s, _ in pairs}
 
 
 def test_a_bad_count_is_one_clear_line(translator):

@@ -1,6 +1,6 @@
 // The explorer: views of one explore record (docs/explore.md): step by step, the beam search tree,
 // what-if re-decoding, attention you can edit (pin.js), two models side by side (compare.js), a Transformer's
-// heads, all of its attention (layers.js), and the nearest held-out decoder states (neighbours.js).
+// heads, all of its attention (layers.js), and each step's nearest decoder states (neighbours.js).
 //
 // Records come from a provider: the server (POST /explore) or the data embedded in a file written by
 // `attnmt explore --export` (app.js picks one). Views redraw from `ex` alone, so switching the units

@@ -1,7 +1,8 @@
 // The explorer's "Neighbours" view (Seq2Seq-Vis): for a step of the translation, the decoder states of the
-// model's held-out sentences nearest to that step's state (cosine similarity), each with its sentence and the
-// word that state wrote highlighted. The live page asks the server for them when the view opens (POST /explore's
-// neighbours); an exported record carries them (the record's `neighbours`, docs/explore.md).
+// model's training (or held-out) sentences nearest to that step's state (cosine similarity), each with its
+// sentence and the word that state wrote highlighted. The live page asks the server for them when the view
+// opens (POST /explore's neighbours); an exported record carries them (the record's `neighbours`,
+// docs/explore.md).
 "use strict";
 
 const NEIGHBOURS = 5;
@@ -64,7 +65,8 @@ function drawNeighboursView() {
     });
   }
   const step = ex.record.steps[nb.step];
-  byId("nb-prompt").textContent = t("nb_prompt", { i: nb.step + 1, word: pieceLabel(step.output, u), n: nb.found.states });
+  const data = t(nb.found.from === "training" ? "nb_training" : "nb_held_out");
+  byId("nb-prompt").textContent = t("nb_prompt", { i: nb.step + 1, word: pieceLabel(step.output, u), n: nb.found.states, data });
   byId("nb-list").replaceChildren(...nb.found.steps[nb.step].map((n) => neighbourItem(nb.found.sentences[n.sentence], n, u)));
 }
 
