@@ -6,10 +6,12 @@
 
 It starts `attnmt serve` with the models on a free loopback port and drives Debian's chromium (headless,
 Playwright for Python) as a user would: step by step at a middle step of a 10-word sentence, the beam tree of
-a beam of 5 on a sentence of about 20 words, a what-if choice, the two models side by side on a 16-word
-sentence, the heads of a Transformer (with --transformer DIR: trained there on the same data when DIR
-holds no model, about a minute; without it explore_heads.png is left as it is) and the step view in
-Chinese. The sentences are the rnnsearch model's held-out sentences.
+a beam of 5 on a sentence of about 20 words, a what-if choice, the attention of a middle step pinned to the first
+source word, that step's nearest held-out decoder states (in English and Chinese), the two models side by side
+on a 16-word sentence, the heads and all the attention of a Transformer
+(with --transformer DIR: trained there on the same data when DIR holds no model, about a minute; without it
+explore_heads.png and explore_layers*.png are left as they are) and the step view in Chinese. The sentences are
+the rnnsearch model's held-out sentences.
 
 A maintainer's tool, not part of the package: tests/explore/test_browser_explorer.py checks the views themselves
 (its screenshots stay in its tmp folder).
@@ -143,6 +145,17 @@ def shoot_views(browser, url: str, pool: list[str], out: Path, transformer: bool
     page.page.wait_for_selector("#wi-result:not([hidden])")
     page.shoot(out, "explore_whatif")
 
+    page.tab("pin")
+    page.page.click(f'#pin-target .tok[data-step="{at}"]')
+    page.page.click('#pin-source button[data-col="0"]')
+    page.page.wait_for_selector("#pin-result:not([hidden])")
+    page.shoot(out, "explore_pin")
+
+    page.tab("neighbours")
+    page.page.wait_for_selector("#nb-list li")
+    page.page.click(f'#nb-target .tok[data-step="{at}"]')
+    page.shoot(out, "explore_neighbours")
+
     page.show(compared, "rnnsearch", beam=5)
     page.tab("compare")
     page.page.wait_for_function("text => document.getElementById('cmp-source').textContent === text", arg=compared)
@@ -157,15 +170,40 @@ def shoot_views(browser, url: str, pool: list[str], out: Path, transformer: bool
     page.close()
 
     if transformer:
-        page = Page(browser, url)
-        page.show(medium, "transformer", beam=5)
-        page.tab("heads")
-        page.page.click('#hv-grid .head-card[data-head="0"]')
-        page.shoot(out, "explore_heads")
-        page.close()
+        shoot_transformer(browser, url, medium, out)
+    shoot_chinese(browser, url, medium, out)
 
+
+def shoot_transformer(browser, url: str, medium: str, out: Path) -> None:
+    """The heads and all the attention of the Transformer (English), and all of it in Chinese."""
+    page = Page(browser, url)
+    page.show(medium, "transformer", beam=5)
+    page.tab("heads")
+    page.page.click('#hv-grid .head-card[data-head="0"]')
+    page.shoot(out, "explore_heads")
+    page.tab("layers")
+    page.page.select_option("#mv-kind", value="encoder")
+    page.page.click('#mv-grid .mv-thumb[data-layer="1"][data-head="0"]')
+    page.shoot(out, "explore_layers")
+    page.close()
+    page = Page(browser, url, locale="zh-CN")
+    page.show(medium, "transformer", beam=5)
+    page.tab("layers")
+    page.page.select_option("#mv-kind", value="decoder")
+    page.page.click('#mv-grid .mv-thumb[data-layer="1"][data-head="1"]')
+    page.shoot(out, "explore_layers_zh")
+    page.close()
+
+
+def shoot_chinese(browser, url: str, medium: str, out: Path) -> None:
+    """The neighbours and the step view of the RNNsearch model on the Chinese page."""
     page = Page(browser, url, locale="zh-CN")
     page.show(medium, "rnnsearch", beam=5)
+    page.tab("neighbours")
+    page.page.wait_for_selector("#nb-list li")
+    page.page.click(f'#nb-target .tok[data-step="{page.middle()}"]')
+    page.shoot(out, "explore_neighbours_zh")
+    page.tab("steps")
     page.step_to(page.middle())
     page.shoot(out, "explore_zh")
     page.close()
@@ -176,9 +214,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seq2seq", type=Path, required=True, help="a trained seq2seq model folder")
     parser.add_argument("--rnnsearch", type=Path, required=True, help="a trained rnnsearch model folder "
                         "(of the same data; its held-out sentences are shown)")
-    parser.add_argument("--transformer", type=Path, help="a Transformer model folder for the heads view; trained "
-                        "there on the rnnsearch model's data when it holds none (without --transformer, "
-                        "explore_heads.png is not written)")
+    parser.add_argument("--transformer", type=Path, help="a Transformer model folder for the heads and all-attention "
+                        "views; trained there on the rnnsearch model's data when it holds none (without "
+                        "--transformer, explore_heads.png and explore_layers*.png are not written)")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "img", help="where the PNGs go (default: docs/img)")
     args = parser.parse_args(argv)
     if not CHROMIUM.exists():

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import re
+from contextlib import nullcontext
 from typing import Any, Sequence
 
 import numpy as np
@@ -31,6 +32,8 @@ from attnmt.decode.constraints import check_prefix
 from attnmt.decode.evaluate import bleu_tokenize_for, sentence_scores
 from attnmt.decode.forced import eval_mode, force, forced_batches
 from attnmt.decode.inputs import InputRefused, SentenceTooLong, gated_tokens
+from attnmt.decode.neighbours import nearest
+from attnmt.decode.pinning import check_pin, pinned
 from attnmt.decode.search import beam_search
 from attnmt.decode.translation import search_arguments
 from attnmt.errors import UserError
@@ -44,6 +47,7 @@ MAX_TOP_K = 50
 COMPONENTS = 6  # components of h_j and c_i shown with the equation
 DECIMALS = 4  # probabilities and attention
 SCORE_DECIMALS = 3  # scores, log probs, e_ij and norms
+SELF_DECIMALS = 3  # self-attention (every layer and head of the encoder and decoder: the record's largest part)
 # Scripts written without spaces between words (CJK ideographs, kana): there, each piece counts as a word
 WORD_START = "\u2581"  # sentencepiece's mark of a piece that starts a word
 _UNSPACED = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
@@ -75,16 +79,21 @@ def prefix_ids(translator, prefix: str | None = None, prefix_tokens: Sequence[st
 
 def explore(translator, sentence: str, beam: int | None = None, prefix: str | None = None,
             prefix_tokens: Sequence[str] | None = None, top_k: int = 10, name: str | None = None,
-            heads: bool = True, tree: bool = True, reference: str | None = None) -> dict[str, Any]:
+            heads: bool = True, tree: bool = True, reference: str | None = None,
+            pin: Sequence[int] | None = None, neighbours: int = 0) -> dict[str, Any]:
     """The explore record of ``sentence`` translated by ``translator``
     (an :class:`attnmt.decode.translator.Translator`).
 
     ``beam``: the beam size (default the model's decode.beam; 1 is greedy search); the other decoding
     settings are the model's decode.*. ``prefix`` (text) or ``prefix_tokens`` (target pieces): force the
     output to start with it; the rest is the best continuation. ``top_k``: next pieces listed per step.
-    ``heads=False`` leaves out a Transformer's per-head attention, ``tree=False`` the search tree.
+    ``heads=False`` leaves out a Transformer's per-head attention (cross- and self-attention), ``tree=False``
+    the search tree.
     ``reference``: a known translation of the sentence, which the record gives with the output's sentence
-    BLEU and chrF against it.
+    BLEU and chrF against it. ``pin``: source piece positions that share the attention equally at the step
+    right after the forced prefix (an RNN attention model's; :mod:`attnmt.decode.pinning`): the record is the
+    translation the decoder writes from there with the attention set so. ``neighbours``: per step, that many
+    nearest decoder states of the model's held-out sentences (:mod:`attnmt.decode.neighbours`; 0: none).
     """
     if translator.members is not None:
         raise UserError("explore reads one model's attention; pass one model folder, not an ensemble")
@@ -98,16 +107,14 @@ def explore(translator, sentence: str, beam: int | None = None, prefix: str | No
     check_prefix(forced, options)
     src_ids = translator.src.vocab.encode(src_pieces)
     recorder = BeamTree() if tree else None
-    with eval_mode(translator.model), torch.inference_mode(), threads_for(translator.threads):
-        hyp = _search(translator, src_ids, [forced], options, recorder)[0]
-        out_ids = hyp.tokens if hyp is not None else []
-        steps, attention, annotations = _forced_steps(translator, src_ids, out_ids, top_k, heads)
+    pin = None if pin is None else check_pin(translator.model, pin, len(src_ids))
+    hyp, out_ids, (steps, attention, annotations, self_attention) = _decoded(
+        translator, src_ids, forced, options, recorder, pin, top_k, heads)
     tgt = translator.tgt
     out_pieces = tgt.vocab.decode(out_ids)
     spaced = segmented_sides(translator.config.data)
     source = _side(translator.src, sentence, src_pieces, spaced[0])
-    source["annotations"] = annotations
-    source["unknown"] = [j for j, i in enumerate(src_ids) if i == UNK_ID]
+    source.update(annotations=annotations, unknown=[j for j, i in enumerate(src_ids) if i == UNK_ID])
     output = _side(tgt, tgt.detokenize(out_ids), out_pieces, spaced[1])
     output["score"] = _finite(hyp.score if hyp is not None else float("-inf"), SCORE_DECIMALS)
     output["log_prob"] = _finite(hyp.log_prob if hyp is not None else float("-inf"), SCORE_DECIMALS)
@@ -126,7 +133,27 @@ def explore(translator, sentence: str, beam: int | None = None, prefix: str | No
         "beam": None if recorder is None or hyp is None else _tree(recorder, hyp, options.beam, tgt.vocab),
         "alternatives": None,
         "reference": None if reference is None else _reference(translator, output["text"], reference),
+        "self_attention": self_attention,
+        "pin": None if pin is None else {"step": len(forced), "source": pin},
+        "neighbours": nearest(translator, sentence, src_ids, out_ids, neighbours) if neighbours else None,
     }
+
+
+def _decoded(translator, src_ids: list[int], forced: list[int], options, recorder: BeamTree | None,
+             pin: list[int] | None, top_k: int, heads: bool):
+    """The search's best hypothesis (None: none finished), its ids and :func:`_forced_steps` of them, with the
+    attention pinned to ``pin`` at the step after the forced prefix in both passes."""
+    with eval_mode(translator.model), torch.inference_mode(), threads_for(translator.threads):
+        with _pinned(translator, forced, pin):
+            hyp = _search(translator, src_ids, [forced], options, recorder)[0]
+        out_ids = hyp.tokens if hyp is not None else []
+        with _pinned(translator, forced, pin):
+            return hyp, out_ids, _forced_steps(translator, src_ids, out_ids, top_k, heads)
+
+
+def _pinned(translator, forced: list[int], pin: list[int] | None):
+    """The attention pinned to ``pin`` at the step after the forced prefix; nothing when ``pin`` is None."""
+    return nullcontext() if pin is None else pinned(translator.model, len(forced), pin)
 
 
 def _reference(translator, hypothesis: str, reference: str) -> dict[str, Any]:
@@ -251,11 +278,19 @@ def words_of(tokenizer, pieces: Sequence[str], spaced: bool = False) -> tuple[li
 
 def _forced_steps(translator, src_ids: list[int], out_ids: list[int], top_k: int, heads: bool):
     """Per decoder step (one per output piece and one for </s>) the input, output, top-k and equation; the
-    attention (pieces) [T, S], or [L, H, T, S] with heads; the annotations h_j of an RNN attention model."""
+    attention (pieces) [T, S], or [L, H, T, S] with heads; the annotations h_j of an RNN attention model;
+    with heads, a Transformer's self-attention (the record's ``self_attention``, else None)."""
     model, vocab = translator.model, translator.tgt.vocab
     batch = collate([(src_ids, out_ids)], [0]).to(translator.device)
+    self_attention = None
     with _EquationProbe(model) as probe:
-        logits, attention = force(model, batch, heads=heads and translator.has_heads)
+        if heads and translator.has_self_attention:
+            logits, attention, encoder, decoder = model.forward_with_self_attention(batch.src, batch.src_len,
+                                                                                    batch.tgt_in)
+            self_attention = {"encoder": _rounded(encoder[:, :, 0].float().cpu().numpy(), SELF_DECIMALS),
+                              "decoder": _rounded(decoder[:, :, 0].float().cpu().numpy(), SELF_DECIMALS)}
+        else:
+            logits, attention = force(model, batch, heads=heads and translator.has_heads)
     log_probs = F.log_softmax(logits[0].float(), dim=-1)
     log_probs[:, [PAD_ID, BOS_ID]] = float("-inf")  # never generated (attnmt.decode.search)
     best, best_ids = log_probs.topk(min(top_k, log_probs.size(1)), dim=-1)
@@ -274,7 +309,7 @@ def _forced_steps(translator, src_ids: list[int], out_ids: list[int], top_k: int
     if attention is not None:
         attention = attention.float().cpu().numpy()
         attention = attention[:, :, 0] if attention.ndim == 5 else attention[0]
-    return steps, attention, probe.annotations()
+    return steps, attention, probe.annotations(), self_attention
 
 
 class _EquationProbe:

@@ -91,6 +91,11 @@ class Translator:
         """Whether the model's attention has layers and heads to choose from (the Transformer's)."""
         return bool(getattr(self.model, "has_heads", False))
 
+    @property
+    def has_self_attention(self) -> bool:
+        """Whether the model gives its encoder's and decoder's self-attention (the Transformer's)."""
+        return bool(getattr(self.model, "has_self_attention", False))
+
     def parameter_count(self) -> int:
         """The model's trained parameters (GET /models)."""
         return sum(p.numel() for p in self.model.parameters() if p.requires_grad)
@@ -177,12 +182,16 @@ class Translator:
         return options[0]
 
     def explore(self, sentence: str, beam: int | None = None, prefix: str | None = None,
-                prefix_tokens: list[str] | None = None, top_k: int = 10) -> dict:
+                prefix_tokens: list[str] | None = None, top_k: int = 10, pin: list[int] | None = None,
+                neighbours: int = 0) -> dict:
         """The sentence's decoding step by step, as the explorer page shows it: the explore record
-        (:func:`attnmt.decode.steps.explore`; its keys in docs/explore.md)."""
+        (:func:`attnmt.decode.steps.explore`; its keys in docs/explore.md). ``pin``: source piece positions that
+        share the attention at the step after the prefix (:mod:`attnmt.decode.pinning`); ``neighbours``: the
+        nearest held-out decoder states per step (:mod:`attnmt.decode.neighbours`)."""
         from attnmt.decode.steps import explore
 
-        return explore(self, sentence, beam=beam, prefix=prefix, prefix_tokens=prefix_tokens, top_k=top_k)
+        return explore(self, sentence, beam=beam, prefix=prefix, prefix_tokens=prefix_tokens, top_k=top_k, pin=pin,
+                       neighbours=neighbours)
 
     def _prefixes(self, prefix, single: bool, n: int, options: DecodeOptions) -> list[list[int]] | None:
         """Each sentence's forced prefix as target ids (None: no sentence has one); checked (UserError)."""

@@ -54,10 +54,11 @@ def length_examples(translator: Translator, n: int = 6) -> list[str]:
 
 def build_export(translators: Mapping[str, Translator], sentences: Sequence[str], beam: int | None = None,
                  top_k: int = 10, alternatives: int = 2, known: Mapping[str, str] | None = None,
-                 progress: bool = False) -> dict[str, Any]:
+                 progress: bool = False, neighbours: int = 5) -> dict[str, Any]:
     """Every sentence explored by every model (name -> translator), with ``alternatives`` what-if re-decodings
     per step (0: none), each output scored against the sentence's reference in ``known`` (source -> reference)
-    where there is one. Numbers are rounded to :data:`PAGE_DECIMALS`. ``progress``: a bar on a terminal."""
+    where there is one, with ``neighbours`` nearest held-out decoder states per step. Numbers are rounded to
+    :data:`PAGE_DECIMALS`. ``progress``: a bar on a terminal."""
     if not sentences:
         raise UserError("explore: no sentences to export; give at least one")
     if len(sentences) > MAX_SENTENCES:
@@ -70,7 +71,7 @@ def build_export(translators: Mapping[str, Translator], sentences: Sequence[str]
             for name, translator in translators.items():
                 try:
                     record = explore(translator, sentence, beam=beam, top_k=top_k, name=name,
-                                     reference=known.get(sentence.strip()))
+                                     reference=known.get(sentence.strip()), neighbours=neighbours)
                     if alternatives:
                         record["alternatives"] = what_if(translator, record, alternatives, beam=beam)
                 except UserError as e:

@@ -48,6 +48,7 @@ class CT2Translator:
     """Batched translation of an exported model with CTranslate2 (greedy, beam search, n-best, sampling)."""
 
     has_heads = False  # CTranslate2 returns one attention per sentence, not every layer's heads
+    has_self_attention = False
     has_attention = True
     members = None
 

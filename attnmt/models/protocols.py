@@ -2,7 +2,8 @@
 
 One greedy search, one beam search, sampling, ensembles, training and the teacher-forced pass
 serve every model through `TranslationModel`; align, study and serve ask its capabilities
-(`has_attention`, `has_heads`, `has_full_context`) instead of its type's name. A model with attention also says how
+(`has_attention`, `has_heads`, `has_full_context`,
+`has_self_attention`) instead of its type's name. A model with attention also says how
 far its query lags behind its input (`AttentionModel.query_lag`, which the shift alignment reads).
 An attention score (`AttentionScore`) is what `model.score` names. tests/models/test_models.py checks
 that every registered model and score satisfies its protocol.
@@ -26,6 +27,8 @@ class TranslationModel(Protocol):
     # whether forward/forward_with_heads take full_context=True: attention from a pass in which every target
     # position sees the whole target (guided alignment's train.guided_alignment.full_context)
     has_full_context: bool
+    # whether forward_with_self_attention gives the encoder's and decoder's self-attention (the explorer's)
+    has_self_attention: bool
 
     def forward(self, src: Tensor, src_len: Tensor, tgt_in: Tensor) -> tuple[Tensor, Tensor | None]:
         """Teacher forcing: logits [B,T,V] and attention alpha [B,T,S] (None without attention)."""

@@ -153,6 +153,7 @@ class Seq2Seq(EncoderDecoder):
     has_attention = False  # capabilities that align, study and serve ask of a model
     has_heads = False
     has_full_context = False
+    has_self_attention = False
 
     def __init__(self, src_vocab_size, tgt_vocab_size, emb_size, hidden_size, enc_layers, dec_layers,
                  cell="lstm", dropout=0.0, reverse_source=True, tie_embeddings=False, feed_context=False):
@@ -196,6 +197,7 @@ class RNNSearch(EncoderDecoder):
     has_attention = True
     has_heads = False
     has_full_context = False
+    has_self_attention = False
 
     def __init__(self, src_vocab_size, tgt_vocab_size, emb_size, hidden_size, enc_layers, dec_layers,
                  cell="lstm", dropout=0.0, decoder="bahdanau", score="additive", attn_size=None,

@@ -78,10 +78,14 @@ class EncoderLayer(nn.Module):
         self.ffn = FeedForward(d_model, ff_size, dropout)
         self.dropout = Dropout(dropout)  # sec. 5.4, residual dropout
 
-    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
-        """x [B,S,D], mask [B,S] (True = real) -> [B,S,D]; padding is never attended."""
+    def forward(self, x: Tensor, mask: Tensor, kept: list[Tensor] | None = None) -> Tensor:
+        """x [B,S,D], mask [B,S] (True = real) -> [B,S,D]; padding is never attended. A list ``kept``
+        receives the self-attention weights [B,H,S,S] (read by the explorer; training passes none)."""
         h = self.ln_1(x)
-        x = x + self.dropout(self.self_attn(h, h, h, key_mask=mask, need_weights=False)[0])
+        out, weights = self.self_attn(h, h, h, key_mask=mask, need_weights=kept is not None)
+        if kept is not None:
+            kept.append(weights)
+        x = x + self.dropout(out)
         return x + self.dropout(self.ffn(self.ln_2(x)))
 
 
@@ -99,20 +103,24 @@ class DecoderLayer(nn.Module):
         self.dropout = Dropout(dropout)
 
     def forward(self, y: Tensor, k: Tensor, v: Tensor, ck: Tensor, cv: Tensor, mask: Tensor,
-                tgt_mask: Tensor | None = None):
+                tgt_mask: Tensor | None = None, kept: list[Tensor] | None = None):
         """Read T new positions y [B,T,D] after the t cached ones (k, v [B,H,t,dh]).
 
         ck, cv [B,H,S,dh]: the memory's projected cross-attention keys/values; mask [B,S].
         Returns y [B,T,D], the grown cache k, v [B,H,t+T,dh] and the cross-attention weights [B,H,T,S].
         ``tgt_mask`` [B,T] (True = real) lifts the causal mask: every position sees every real target
         position, earlier or later (the full-context pass of guided alignment; no cache before it).
+        A list ``kept`` receives the self-attention weights [B,H,T,t+T].
         """
         h = self.ln_1(y)
         k_new, v_new = self.self_attn.project_kv(h, h)
         k, v = torch.cat((k, k_new), dim=2), torch.cat((v, v_new), dim=2)
         # causal: position t+i sees keys 0..t+i (the mask is aligned with the last T keys)
-        y = y + self.dropout(self.self_attn.attend(h, k, v, key_mask=tgt_mask, causal=tgt_mask is None,
-                                                   need_weights=False)[0])
+        out, self_weights = self.self_attn.attend(h, k, v, key_mask=tgt_mask, causal=tgt_mask is None,
+                                                  need_weights=kept is not None)
+        if kept is not None:
+            kept.append(self_weights)
+        y = y + self.dropout(out)
         out, weights = self.cross_attn.attend(self.ln_2(y), ck, cv, key_mask=mask, need_weights=True)
         y = y + self.dropout(out)
         y = y + self.dropout(self.ffn(self.ln_3(y)))
@@ -147,6 +155,7 @@ class Transformer(nn.Module):
     has_heads = True
     query_lag = 0  # position i's query has read its input y_{i-1} through the causal self-attention
     has_full_context = True  # can attend over the whole target in an extra pass (Garg et al. 2019)
+    has_self_attention = True  # forward_with_self_attention gives the encoder's and decoder's self-attention
 
     def __init__(self, src_vocab_size: int, tgt_vocab_size: int, d_model: int = 256, n_heads: int = 4,
                  ff_size: int = 1024, enc_layers: int = 3, dec_layers: int = 3, dropout: float = 0.1,
@@ -200,13 +209,14 @@ class Transformer(nn.Module):
 
     # ------------------------------------------------------------------------------------ encoder
 
-    def encode(self, src: Tensor, src_len: Tensor) -> dict[str, Tensor]:
-        """src [B,S], src_len [B] -> memory [B,S,D], mask [B,S] and each decoder layer's projected K/V."""
+    def encode(self, src: Tensor, src_len: Tensor, kept: list[Tensor] | None = None) -> dict[str, Tensor]:
+        """src [B,S], src_len [B] -> memory [B,S,D], mask [B,S] and each decoder layer's projected K/V.
+        A list ``kept`` receives each encoder layer's self-attention weights [B,H,S,S]."""
         S = src.size(1)
         mask = torch.arange(S, device=src.device).unsqueeze(0) < src_len.to(src.device).unsqueeze(1)
         x = self.embed(self.src_embed, src, torch.arange(S, device=src.device).expand_as(src))
         for layer in self.encoder:
-            x = layer(x, mask)
+            x = layer(x, mask, kept)
         memory = self.enc_ln(x)
         enc = {"memory": memory, "mask": mask}
         for l, layer in enumerate(self.decoder):
@@ -227,13 +237,14 @@ class Transformer(nn.Module):
         return state
 
     def _decode(self, tgt: Tensor, state: dict[str, Tensor], enc: dict[str, Tensor], full_context: bool = False,
-                n_layers: int | None = None):
+                n_layers: int | None = None, kept: list[Tensor] | None = None):
         """Run the decoder on T new tokens tgt [B,T] after the state's prefix.
 
         Returns the output y [B,T,D] (after the final LayerNorm), the new state and the list of
         every layer's cross-attention weights [B,H,T,S]. ``full_context`` drops the causal mask (every
         position sees the whole target but its padding; from an empty state) and ``n_layers`` stops
         after that many layers: the full-context pass of guided alignment needs no layer above its head.
+        A list ``kept`` receives each layer's self-attention weights [B,H,T,t+T].
         """
         positions = state["pos"].unsqueeze(1) + torch.arange(tgt.size(1), device=tgt.device)
         y = self.embed(self.tgt_embed, tgt, positions)
@@ -242,7 +253,7 @@ class Transformer(nn.Module):
         weights = []
         for l, layer in enumerate(self.decoder[:n_layers]):
             y, new_state[f"k{l}"], new_state[f"v{l}"], w = layer(
-                y, state[f"k{l}"], state[f"v{l}"], enc[f"ck{l}"], enc[f"cv{l}"], enc["mask"], tgt_mask)
+                y, state[f"k{l}"], state[f"v{l}"], enc[f"ck{l}"], enc[f"cv{l}"], enc["mask"], tgt_mask, kept)
             weights.append(w)
         return self.dec_ln(y), new_state, weights
 
@@ -281,3 +292,15 @@ class Transformer(nn.Module):
         if full_context:
             weights = self._decode(tgt_in, self.init_state(enc), enc, full_context=True)[2]
         return self.output(y) if logits else None, torch.stack(weights).transpose(1, 2)
+
+    def forward_with_self_attention(self, src: Tensor, src_len: Tensor,
+                                    tgt_in: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """Teacher forcing: logits [B,T,V], every decoder layer's and head's cross-attention [L,H,B,T,S], and
+        the self-attention of every encoder layer and head [L,H,B,S,S] and of every decoder layer and head
+        [L,H,B,T,T] (causal: a row has no weight after its own position). What the explorer draws."""
+        encoder: list[Tensor] = []
+        decoder: list[Tensor] = []
+        enc = self.encode(src, src_len, encoder)
+        y, _, weights = self._decode(tgt_in, self.init_state(enc), enc, kept=decoder)
+        return (self.output(y), torch.stack(weights).transpose(1, 2), torch.stack(encoder).transpose(1, 2),
+                torch.stack(decoder).transpose(1, 2))

@@ -173,7 +173,8 @@ async def explore(request: ExploreRequest, app: App) -> JSONResponse:
     """One sentence's decoding step by step, as the page's explorer shows it: per decoder step the top-k
     next pieces and the attention (every layer and head of a Transformer; e_ij and c_i of an RNN attention
     model), and the beam search tree. `prefix` or `prefix_tokens` force the start of the translation ("what
-    if"). Decoded on its own, through the same bounded queue as /translate (503 with Retry-After when full)."""
+    if"); `pin` sets the attention at the step after it (an RNN attention model's). Decoded on its own,
+    through the same bounded queue as /translate (503 with Retry-After when full)."""
     t0 = time.perf_counter()
     model, key, item, cost = await run_in_threadpool(_explore_job, request, app.models, app.default, app.limits)
     records, timing = await _submit(app.batcher, key, [item], [cost], t0)
@@ -292,7 +293,9 @@ def _explore_job(request: ExploreRequest, served: Mapping[str, ServedModel], def
                                     f"{limits.max_queue_cost:,} at a time: send a shorter sentence or a smaller beam")
     key = BatchKey(model.name, model.translator.decode_options(beam=beam), job=next(_SAMPLING_JOBS), explore=True)
     prefix_tokens = tuple(request.prefix_tokens) if request.prefix_tokens is not None else None
-    return model, key, ExploreItem(request.text, request.prefix, prefix_tokens, request.top_k), cost
+    pin = tuple(request.pin) if request.pin is not None else None
+    return model, key, ExploreItem(request.text, request.prefix, prefix_tokens, request.top_k, pin,
+                                           request.neighbours), cost
 
 
 def _costs(request: TranslateRequest, model: ServedModel, texts: list[str], key: BatchKey,

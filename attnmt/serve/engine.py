@@ -69,12 +69,15 @@ class Item(NamedTuple):
 
 
 class ExploreItem(NamedTuple):
-    """The sentence of an explore request, with its forced prefix and how many next pieces to list."""
+    """The sentence of an explore request, with its forced prefix, how many next pieces to list, the source
+    pieces its attention is pinned to and how many neighbours to list per step."""
 
     text: str
     prefix: str | None = None
     prefix_tokens: tuple[str, ...] | None = None
     top_k: int = 10
+    pin: tuple[int, ...] | None = None
+    neighbours: int = 0
 
 
 def parse_model_spec(spec: str) -> tuple[str, Path]:
@@ -146,7 +149,8 @@ def decode_batch(models: Mapping[str, ServedModel], key: BatchKey,
         known = models[key.model].references
         return [explore(translator, item.text, beam=key.options.beam, prefix=item.prefix, top_k=item.top_k,
                         name=key.model, prefix_tokens=None if item.prefix_tokens is None else list(item.prefix_tokens),
-                        reference=known.get(item.text.strip()))
+                        reference=known.get(item.text.strip()), pin=item.pin,
+                        neighbours=item.neighbours)
                 for item in items]
     outputs = translator.translate([item.text for item in items], options=key.options)
     wants_heads = [i for i, item in enumerate(items) if item.heads and outputs[i].src_tokens]

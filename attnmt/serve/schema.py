@@ -204,6 +204,14 @@ class ExploreRequest(BaseModel):
                                                description="the forced start as target pieces, e.g. the outputs of "
                                                            "the steps before one and a piece of its top_k")
     top_k: int = Field(10, ge=1, le=MAX_EXPLORE_TOP_K, description="next pieces listed per decoder step")
+    pin: Optional[list[int]] = Field(None, max_length=MAX_PREFIX_TOKENS,
+                                     description="edit the attention: source piece positions (0-based) that share "
+                                                 "it equally at the step right after the forced prefix; the "
+                                                 "record is the translation decoded from there (RNN attention "
+                                                 "models)")
+    neighbours: int = Field(0, ge=0, le=10, description="per decoder step, this many nearest decoder states of "
+                                                        "the model's held-out sentences, with their sentences "
+                                                        "(0: none)")
 
 
 class ExploreResponse(BaseModel):

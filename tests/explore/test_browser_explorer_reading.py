@@ -159,10 +159,16 @@ def test_the_chinese_page_has_every_string_in_chinese(browser, base_url):
         example, reference = held_out_pairs_of(base_url)
         show(page, example)
         shown = []
-        for view in ("steps", "beam", "whatif", "compare", "heads"):
+        for view in ("steps", "beam", "whatif", "pin", "neighbours", "compare", "heads", "layers"):
             page.click(f'.tabs [data-view="{view}"]')
             if view == "whatif":
                 page.click('#wi-target .tok[data-step="0"]')
+            if view == "pin":
+                page.click('#pin-target .tok[data-step="0"]')
+                page.click('#pin-source button[data-col="0"]')
+                page.wait_for_selector("#pin-result:not([hidden])")
+            if view == "neighbours":
+                page.wait_for_selector("#nb-list li")
             if view == "compare":
                 page.wait_for_selector("#cmp-col-b .cmp-scores")
             shown.append(page.inner_text("body"))
@@ -204,8 +210,10 @@ def data_words(base_url: str, text: str) -> set[str]:
     models = httpx.get(base_url + "/models").json()["models"]
     words = {w for m in models for w in [m["name"], m["model_type"], *" ".join(m["examples"]).split()]}
     for m in models:
-        record = explore(base_url, text, model=m["name"])
+        record = explore(base_url, text, model=m["name"], neighbours=5)
         words |= set(record["source"]["words"]) | set(record["output"]["words"])
+        words |= {w for s in (record["neighbours"] or {"sentences": []})["sentences"]
+                  for w in [*s["source"].split(), *s["pieces"]]}
         words |= {c["piece"] for s in record["steps"] for c in s["top_k"]}
         words |= {n["piece"] for n in (record["beam"] or {"nodes": []})["nodes"]}
     return {w for text in words for w in re.findall(r"[A-Za-z][A-Za-z'-]*", text)}

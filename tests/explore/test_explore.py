@@ -82,6 +82,22 @@ def test_a_transformers_heads_and_their_average(translators):
     assert explore(translator, SENTENCE, heads=False)["attention"]["pieces"]["layers"] is None
 
 
+def test_a_transformers_self_attention_in_every_layer_and_head(translators):
+    translator = translators["transformer"]
+    record = explore(translator, SENTENCE)
+    config = translator.config.model
+    encoder = np.array(record["self_attention"]["encoder"])
+    decoder = np.array(record["self_attention"]["decoder"])
+    S, T = len(record["source"]["pieces"]), len(record["steps"])
+    assert encoder.shape == (config.enc_layers, config.n_heads, S, S)
+    assert decoder.shape == (config.dec_layers, config.n_heads, T, T)
+    np.testing.assert_allclose(encoder.sum(axis=-1), 1.0, atol=3e-3)
+    np.testing.assert_allclose(decoder.sum(axis=-1), 1.0, atol=3e-3)
+    assert np.all(np.triu(decoder, 1) == 0)  # a decoder step reads the inputs up to its own
+    assert explore(translator, SENTENCE, heads=False)["self_attention"] is None
+    assert explore(translators["rnnsearch"], SENTENCE)["self_attention"] is None
+
+
 def test_the_beam_tree_of_a_record(translators):
     record = explore(translators["rnnsearch"], SENTENCE, beam=4)
     tree = record["beam"]

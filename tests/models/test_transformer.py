@@ -133,6 +133,20 @@ def test_cross_attention_of_every_layer_and_head():
     assert logits is None and torch.equal(attention_only, all_attn)
 
 
+def test_self_attention_of_every_layer_and_head_beside_the_same_pass():
+    model = make(n_heads=2, enc_layers=3, dec_layers=2)
+    logits, cross = model.forward_with_heads(SRC, SRC_LEN, TGT_IN)
+    logits2, cross2, encoder, decoder = model.forward_with_self_attention(SRC, SRC_LEN, TGT_IN)
+    torch.testing.assert_close(logits2, logits)
+    torch.testing.assert_close(cross2, cross)
+    assert encoder.shape == (3, 2, 3, 6, 6) and decoder.shape == (2, 2, 3, 5, 5)  # [L, H, B, S, S], [L, H, B, T, T]
+    torch.testing.assert_close(encoder.sum(-1), torch.ones(3, 2, 3, 6))
+    assert torch.all(encoder[:, :, 1, :, 3:] == 0)  # source padding is never attended
+    assert torch.all(decoder.triu(diagonal=1) == 0)  # causal: nothing after a row's own position
+    torch.testing.assert_close(decoder.sum(-1), torch.ones(2, 2, 3, 5))
+    assert model.has_self_attention
+
+
 def test_share_and_tie_embeddings():
     tied = make(20, 20, tie_embeddings=True, share_embeddings=True)
     assert tied.src_embed is tied.tgt_embed

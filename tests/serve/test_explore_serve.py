@@ -57,6 +57,19 @@ def test_what_if_forces_the_chosen_piece_and_re_decodes_the_rest(client):
     assert as_text["record"]["output"] == record["output"]
 
 
+def test_a_pinned_attention_is_the_librarys_and_a_model_without_one_is_refused(client, tiny_model):
+    _, body = post(client, {"text": SENTENCE, "beam": 1})
+    prefix = body["record"]["output"]["pieces"][:2]
+    status, pinned = post(client, {"text": SENTENCE, "beam": 1, "prefix_tokens": prefix, "pin": [3]})
+    assert status == 200 and pinned["record"]["pin"] == {"step": 2, "source": [3]}
+    assert pinned["record"] == explore(load(tiny_model), SENTENCE, beam=1, prefix_tokens=prefix, pin=[3],
+                                       name="rnnsearch")
+    code, answer = post(client, {"text": SENTENCE, "model": "seq2seq", "pin": [0]})
+    assert code == 422 and "cannot be pinned" in answer["error"]["message"]
+    code, answer = post(client, {"text": SENTENCE, "pin": [9]})
+    assert code == 422 and "outside the source" in answer["error"]["message"]
+
+
 def test_two_models_side_by_side(client):
     records = {name: post(client, {"text": SENTENCE, "model": name})[1]["record"] for name in ("seq2seq", "rnnsearch")}
     assert records["seq2seq"]["model"]["type"] == "seq2seq" and records["seq2seq"]["attention"] is None
@@ -94,7 +107,8 @@ def test_openapi_describes_explore(client):
     assert op["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith("/ExploreRequest")
     request = schema["components"]["schemas"]["ExploreRequest"]
     assert set(request["properties"]) == set(ExploreRequest.model_fields) == {"text", "model", "beam", "prefix",
-                                                                              "prefix_tokens", "top_k"}
+                                                                              "prefix_tokens", "top_k", "pin",
+                                                                              "neighbours"}
     assert request["additionalProperties"] is False
     for status in ("404", "422", "503"):
         assert op["responses"][status]["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorResponse")

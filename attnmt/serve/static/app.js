@@ -140,12 +140,14 @@ async function init() {
 function serverProvider() {
   return {
     mode: "server",
-    explore: async (text, model, prefixTokens) => {
+    explore: async (text, model, prefixTokens, pin, neighbours) => {
       const m = state.models.find((x) => x.name === model);
       const body = { text, model, top_k: EXPLORE_TOP_K };
       if (model === selectedModel().name) body.beam = Number($("beam").value);
       else if (m) body.beam = Math.min(m.default_beam, state.limits.max_beam);
       if (prefixTokens) body.prefix_tokens = prefixTokens;
+      if (pin) body.pin = pin;
+      if (neighbours) body.neighbours = neighbours;
       return (await api("/explore", body)).record;
     },
     models: () => state.models.map((m) => ({ name: m.name, type: m.model_type, has_attention: m.has_attention })),

@@ -1,5 +1,6 @@
 // The explorer: views of one explore record (docs/explore.md): step by step, the beam search tree,
-// what-if re-decoding, two models side by side (compare.js), and a Transformer's heads.
+// what-if re-decoding, attention you can edit (pin.js), two models side by side (compare.js), a Transformer's
+// heads, all of its attention (layers.js), and each step's nearest decoder states (neighbours.js).
 //
 // Records come from a provider: the server (POST /explore) or the data embedded in a file written by
 // `attnmt explore --export` (app.js picks one). Views redraw from `ex` alone, so switching the units
@@ -36,6 +37,8 @@ function exploreShow(record) {
   ex.step = 0;
   ex.srcSel = null;
   ex.wi = { step: null, record: null, busy: ex.wi.busy + 1 };
+  pinReset();
+  neighboursReset();
   stopPlaying();
   byId("explorer").hidden = false;
   const step = byId("step");
@@ -45,6 +48,10 @@ function exploreShow(record) {
   const hasHeads = Boolean(record.attention && record.attention.pieces.layers);
   document.querySelector('[data-view="heads"]').classList.toggle("dim", !hasHeads);
   tab.dataset.empty = String(!hasHeads);
+  document.querySelector('[data-view="pin"]').classList.toggle("dim", !canPin(record) || ex.provider.mode === "export");
+  const hasLayers = Boolean(layerKinds(record));
+  document.querySelector('[data-view="layers"]').classList.toggle("dim", !hasLayers);
+  byId("view-layers").dataset.empty = String(!hasLayers);
   redrawExplorer();
 }
 
@@ -53,7 +60,10 @@ function redrawExplorer() {
   drawStepView();
   drawBeamView();
   drawWhatifView();
+  drawPinView();
+  drawNeighboursView();
   drawHeadsView();
+  drawLayersView();
   if (ex.view === "compare") drawCompareView();
 }
 
@@ -68,6 +78,7 @@ function showView(name) {
     if (at >= 0) byId("cmp-length").value = String(at);  // start at the sentence on show
     drawCompareView();
   }
+  if (name === "neighbours") drawNeighboursView();
   if (name !== "steps") stopPlaying();
 }
 
@@ -397,6 +408,7 @@ function exploreInit(provider) {
   byId("cmp-length").addEventListener("input", drawCompareView);
   byId("hv-layer").addEventListener("change", drawHeadMatrix);
   byId("hv-head").addEventListener("change", drawHeadMatrix);
+  layersInit();
   onLanguage(() => {
     redrawExplorer();
     if (ex.timer === null) byId("play").textContent = t("play");

@@ -1,0 +1,116 @@
+"""The explorer's "Edit attention" view in a real browser (Debian's chromium, headless, Playwright): a step and a
+source word chosen, the page shows the translation decoded with the attention at that step pinned to the word
+(POST /explore with prefix_tokens and pin); a model whose attention cannot be pinned and an exported file say why,
+in English and in Chinese. Expected values come from the API."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+pytest.importorskip("fastapi", reason="the serve extra (fastapi) is not installed")
+pytest.importorskip("uvicorn", reason="the serve extra (uvicorn) is not installed")
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
+
+from attnmt.decode.translator import load
+from attnmt.explore.page import build_export, export_page
+from attnmt.serve import create_app
+from tests.explore.test_browser_explorer import explore, open_page, screenshot, show, texts
+from tests.explore.test_explore import SENTENCE
+from tests.serve.test_browser import CHROMIUM, CHROMIUM_ARGS, running_server
+from tests.serve.test_serve import train_tiny_transformer
+
+pytestmark = pytest.mark.skipif(not CHROMIUM.exists(),
+                                reason="Debian's chromium is not installed (apt-get install -y chromium)")
+
+
+@pytest.fixture(scope="module")
+def transformer(tiny_corpus, tmp_path_factory) -> Path:
+    return train_tiny_transformer(tiny_corpus, tmp_path_factory.mktemp("pin") / "transformer")
+
+
+@pytest.fixture(scope="module")
+def base_url(tiny_model, transformer) -> Iterator[str]:
+    with running_server(create_app({"rnnsearch": tiny_model, "transformer": transformer})) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+def cells(page, box: str) -> list[float]:
+    return [float(w) for w in page.eval_on_selector_all(f"{box} .mx-cell",
+                                                        "els => els.map(e => e.style.getPropertyValue('--w'))")]
+
+
+def test_pinning_a_steps_attention_to_a_source_word_decodes_the_rest_again(browser, base_url, tmp_path):
+    page = open_page(browser, base_url + "/")
+    try:
+        page.wait_for_selector("#explorer[data-source]")
+        page.select_option("#units", value="pieces")
+        show(page, SENTENCE, model="rnnsearch", beam=1)
+        record = explore(base_url, SENTENCE, beam=1)
+        page.click('.tabs [data-view="pin"]')
+        assert page.is_hidden("#pin-none") and page.is_hidden("#pin-result")
+        step, column = 1, 3
+        page.click(f'#pin-target .tok[data-step="{step}"]')
+        assert texts(page, "#pin-source button") == record["source"]["pieces"]
+        page.click(f'#pin-source button[data-col="{column}"]')
+        page.wait_for_selector("#pin-result:not([hidden])")
+        pinned = explore(base_url, SENTENCE, beam=1, prefix_tokens=record["output"]["pieces"][:step], pin=[column])
+        assert texts(page, "#pin-after-text .tok") == pinned["output"]["pieces"]
+        assert cells(page, "#pin-after") == pytest.approx([w for row in pinned["attention"]["pieces"]["mean"]
+                                                           for w in row], abs=1e-9)
+        lit = page.eval_on_selector_all("#pin-after .mx-cell.lit", "els => els.map(e => Number(e.style."
+                                        "getPropertyValue('--w')))")
+        assert lit == [1.0 if j == column else 0.0 for j in range(len(record["source"]["pieces"]))]
+        assert cells(page, "#pin-before") == pytest.approx([w for row in record["attention"]["pieces"]["mean"]
+                                                            for w in row], abs=1e-9)
+        said = page.inner_text("#pin-said")
+        assert said.startswith(f"At step {step + 1}, all attention on \u201c{record['source']['pieces'][column]}\u201d")
+        screenshot(page, "explore_pin", tmp_path)
+        assert not page.errors, page.errors
+    finally:
+        page.context.close()
+
+
+def test_a_transformer_and_the_chinese_page_say_why_there_is_nothing_to_edit(browser, base_url):
+    page = open_page(browser, base_url + "/", locale="zh-CN")
+    try:
+        page.wait_for_selector("#explorer[data-source]")
+        show(page, SENTENCE, model="rnnsearch")
+        page.click('.tabs [data-view="pin"]')
+        assert page.inner_text('.tabs [data-view="pin"]') == "编辑注意力"
+        assert page.inner_text("#pin-prompt") == "点击译文中的一个词，选择它的那一步。"
+        page.click('#pin-target .tok[data-step="0"]')
+        assert page.inner_text("#pin-prompt").startswith("第 1 步写出了")
+        show(page, SENTENCE, model="transformer")
+        assert page.is_visible("#pin-none") and page.is_hidden("#pin-box")
+        assert page.inner_text("#pin-none").startswith("只有 RNN 注意力模型")
+        assert page.get_attribute('.tabs [data-view="pin"]', "class") == "dim"
+        assert not page.errors, page.errors
+    finally:
+        page.context.close()
+
+
+def test_the_exported_file_says_editing_needs_the_server(browser, tiny_model, tmp_path):
+    data = build_export({"rnnsearch": load(tiny_model)}, [SENTENCE], beam=2, alternatives=0)
+    path = tmp_path / "explore.html"
+    path.write_text(export_page(data), encoding="utf-8")
+    for locale, words in (("en-US", "it needs the live server (attnmt serve)"),
+                          ("zh-CN", "要用在线服务器（attnmt serve）")):
+        page = open_page(browser, path.as_uri(), locale=locale, offline=True)
+        try:
+            page.click('.tabs [data-view="pin"]')
+            assert page.is_visible("#pin-none") and page.is_hidden("#pin-box")
+            assert words in page.inner_text("#pin-none")
+            assert page.requests == [path.as_uri()] and not page.errors, page.errors
+        finally:
+            page.context.close()
