@@ -50,3 +50,24 @@ def tiny_model(tiny_corpus, tmp_path_factory) -> Path:
     model_dir = tmp_path_factory.mktemp("models") / "rnnsearch"
     train(tiny_config(tiny_corpus), model_dir, quiet=True)
     return model_dir
+
+
+@pytest.fixture(scope="session")
+def tiny_transformer(tiny_corpus, tmp_path_factory) -> Path:
+    """A tiny trained Transformer (tests/serve/test_serve.py's train_tiny_transformer), shared by the tests that
+    need one model with heads and self-attention."""
+    from tests.serve.test_serve import train_tiny_transformer
+
+    return train_tiny_transformer(tiny_corpus, tmp_path_factory.mktemp("models") / "transformer")
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Debian's Chromium driven by Playwright, one per test session (each test opens its own page context)."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
+    from tests.serve.test_browser import CHROMIUM, CHROMIUM_ARGS
+
+    with sync_api.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()

@@ -27,8 +27,8 @@ from attnmt.decode.translator import load
 from attnmt.explore.page import build_export, export_page
 from attnmt.serve import create_app
 from tests.conftest import tiny_config
-from tests.serve.test_browser import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, running_server
-from tests.serve.test_serve import SENTENCE, train_tiny_transformer
+from tests.serve.test_browser import CHROMIUM, TIMEOUT_MS, running_server
+from tests.serve.test_serve import SENTENCE
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(),
                                 reason="Debian's chromium is not installed (apt-get install -y chromium)")
@@ -42,24 +42,16 @@ def train_seq2seq(corpus: Path, directory: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def models(tiny_model, tiny_corpus, tmp_path_factory) -> dict[str, Path]:
+def models(tiny_model, tiny_transformer, tiny_corpus, tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("explorer-models")
     return {"rnnsearch": tiny_model, "seq2seq": train_seq2seq(tiny_corpus, root / "seq2seq"),
-            "transformer": train_tiny_transformer(tiny_corpus, root / "transformer")}
+            "transformer": tiny_transformer}
 
 
 @pytest.fixture(scope="module")
 def base_url(models) -> Iterator[str]:
     with running_server(create_app(models)) as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 def open_page(browser, url: str, locale: str = "en-US", offline: bool = False):

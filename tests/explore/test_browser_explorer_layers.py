@@ -21,7 +21,7 @@ from attnmt.serve import create_app
 from tests.conftest import tiny_config
 from tests.explore.test_browser_explorer import explore, open_page, screenshot, show
 from tests.explore.test_explore import SENTENCE
-from tests.serve.test_browser import CHROMIUM, CHROMIUM_ARGS, running_server
+from tests.serve.test_browser import CHROMIUM, running_server
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(),
                                 reason="Debian's chromium is not installed (apt-get install -y chromium)")
@@ -44,14 +44,6 @@ def transformer(tiny_corpus, tmp_path_factory) -> Path:
 def base_url(transformer, tiny_model) -> Iterator[str]:
     with running_server(create_app({"transformer": transformer, "rnnsearch": tiny_model})) as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 def expected(record: dict, kind: str) -> list:

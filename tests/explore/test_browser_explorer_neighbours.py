@@ -18,7 +18,7 @@ from attnmt.explore.page import build_export, export_page
 from attnmt.serve import create_app
 from tests.explore.test_browser_explorer import explore, open_page, screenshot, show, texts
 from tests.explore.test_explore import SENTENCE
-from tests.serve.test_browser import CHROMIUM, CHROMIUM_ARGS, running_server
+from tests.serve.test_browser import CHROMIUM, running_server
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(),
                                 reason="Debian's chromium is not installed (apt-get install -y chromium)")
@@ -28,14 +28,6 @@ pytestmark = pytest.mark.skipif(not CHROMIUM.exists(),
 def base_url(tiny_model) -> Iterator[str]:
     with running_server(create_app({"rnnsearch": tiny_model})) as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 def check_step(page, found: dict, i: int) -> None:

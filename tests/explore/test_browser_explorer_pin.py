@@ -5,7 +5,6 @@ in English and in Chinese. Expected values come from the API."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Iterator
 
 import pytest
@@ -19,30 +18,16 @@ from attnmt.explore.page import build_export, export_page
 from attnmt.serve import create_app
 from tests.explore.test_browser_explorer import explore, open_page, screenshot, show, texts
 from tests.explore.test_explore import SENTENCE
-from tests.serve.test_browser import CHROMIUM, CHROMIUM_ARGS, running_server
-from tests.serve.test_serve import train_tiny_transformer
+from tests.serve.test_browser import CHROMIUM, running_server
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(),
                                 reason="Debian's chromium is not installed (apt-get install -y chromium)")
 
 
 @pytest.fixture(scope="module")
-def transformer(tiny_corpus, tmp_path_factory) -> Path:
-    return train_tiny_transformer(tiny_corpus, tmp_path_factory.mktemp("pin") / "transformer")
-
-
-@pytest.fixture(scope="module")
-def base_url(tiny_model, transformer) -> Iterator[str]:
-    with running_server(create_app({"rnnsearch": tiny_model, "transformer": transformer})) as url:
+def base_url(tiny_model, tiny_transformer) -> Iterator[str]:
+    with running_server(create_app({"rnnsearch": tiny_model, "transformer": tiny_transformer})) as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 def cells(page, box: str) -> list[float]:

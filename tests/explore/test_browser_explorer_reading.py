@@ -34,7 +34,7 @@ from attnmt.serve import create_app
 from tests.conftest import tiny_config
 from tests.explore.test_browser_explorer import explore, open_page, show, texts
 from tests.explore.test_explore import SENTENCE, train_tiny
-from tests.serve.test_browser import CHROMIUM, CHROMIUM_ARGS, running_server
+from tests.serve.test_browser import CHROMIUM, running_server
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(),
                                 reason="Debian's chromium is not installed (apt-get install -y chromium)")
@@ -69,14 +69,6 @@ def chinese_model(tmp_path_factory) -> Path:
                                           tgt_lang="en"))
     train(config, root / "model", quiet=True)
     return root / "model"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,7 @@ uvicorn = pytest.importorskip("uvicorn", reason="the serve extra (uvicorn) is no
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
 
 from attnmt.serve import create_app
-from tests.serve.test_serve import SENTENCE, train_tiny_transformer
+from tests.serve.test_serve import SENTENCE
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -65,18 +65,9 @@ def running_server(app) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def base_url(tiny_model, tiny_corpus, tmp_path_factory) -> Iterator[str]:
-    transformer = train_tiny_transformer(tiny_corpus, tmp_path_factory.mktemp("models") / "transformer")
-    with running_server(create_app({"rnnsearch": tiny_model, "transformer": transformer})) as url:
+def base_url(tiny_model, tiny_transformer) -> Iterator[str]:
+    with running_server(create_app({"rnnsearch": tiny_model, "transformer": tiny_transformer})) as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 @pytest.fixture

@@ -43,11 +43,6 @@ def train_tiny_transformer(corpus: Path, directory: Path) -> Path:
     return _TRANSFORMERS[corpus]
 
 
-@pytest.fixture(scope="session")
-def tiny_transformer(tiny_corpus, tmp_path_factory) -> Path:
-    return train_tiny_transformer(tiny_corpus, tmp_path_factory.mktemp("models") / "transformer")
-
-
 @pytest.fixture(scope="module")
 def client(tiny_model, tiny_transformer):
     app = create_app({"rnn": tiny_model, "tf": tiny_transformer})
