@@ -207,18 +207,20 @@ train: {max_steps: 1, batch_tokens: 200, progress: false, tensorboard: false, va
     assert (counts["guided"], counts["unguided"]) == (40, 1 + 2 * 3)
 
 
-@pytest.mark.parametrize("recipe, name, src, tgt, pretokenize", [
-    ("alignment_hansards", "hansards", "en", "fr", "hansards"), ("alignment_chinese", "zhen", "zh", "en", "jieba")])
-def test_the_recipe_configs_are_the_template_for_their_pair(recipe, name, src, tgt, pretokenize):
+@pytest.mark.parametrize("recipe, name, src, tgt, pretokenize, user_dict", [
+    ("alignment_hansards", "hansards", "en", "fr", "hansards", None),
+    ("alignment_chinese", "zhen", "zh", "en", "jieba", "user_dict.txt")])
+def test_the_recipe_configs_are_the_template_for_their_pair(recipe, name, src, tgt, pretokenize, user_dict):
     """recipes/alignment_hansards/ is align-config's output for en-fr read from data/align_enfr/ (pretokenized the
-    Hansards way), recipes/alignment_chinese/ for zh-en from data/align_zhen/ (segmented by jieba)."""
+    Hansards way), recipes/alignment_chinese/ for zh-en from data/align_zhen/ (segmented by jieba with the recipe's
+    user dictionary, which align-prepare copied there)."""
     from attnmt.align.template import KINDS, config_text
 
     folder = ROOT / "recipes" / recipe
     for kind in KINDS:
         for a, b in ((src, tgt), (tgt, src)):
             expected = config_text(kind, a, b, f"../../data/align_{src}{tgt}", f"{name}_{kind}_{a}_{b}",
-                                   reverse=a == tgt, pretokenize=pretokenize)
+                                   reverse=a == tgt, pretokenize=pretokenize, user_dict=user_dict)
             assert (folder / f"{kind}_{a}_{b}.yaml").read_text(encoding="utf-8") == expected, f"{kind}_{a}_{b}"
 
 

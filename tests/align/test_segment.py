@@ -109,6 +109,19 @@ def test_jieba_against_the_penn_treebank_segmentation_of_the_nist_gold_set():
     assert gold_check((ZHEN / "zhen.tgt").read_text(encoding="utf-8").splitlines(), "jieba", "en")["changed"] == 0
 
 
+@pytest.mark.skipif(not ZHEN.is_dir(), reason="the shared zhen-nist gold alignments are absent (../shared/data)")
+def test_the_chinese_recipes_user_dictionary_splits_i_love_you_and_leaves_the_gold_check_as_it_was():
+    """recipes/alignment_chinese/user_dict.txt removes jieba's dictionary word 我爱你, so the recipe's models (and
+    the explorer's labels) read 我 / 爱 / 你 as the Penn Chinese Treebank writes it; the gold set reads the same."""
+    from attnmt.align.prepare import gold_check
+
+    recipe = Path(__file__).resolve().parents[2] / "recipes" / "alignment_chinese" / "user_dict.txt"
+    assert pretokenizer("jieba", "zh")("我爱你。") == "我爱你 。"
+    assert pretokenizer("jieba", "zh", user_dict=recipe)("我爱你。") == "我 爱 你 。"
+    lines = (ZHEN / "zhen.src").read_text(encoding="utf-8").splitlines()
+    assert gold_check(lines, "jieba", "zh", user_dict=recipe) == gold_check(lines, "jieba", "zh")
+
+
 def test_a_user_dictionary_keeps_names_whole_and_can_remove_a_word(tmp_path, capsys):
     names = tmp_path / "names.txt"
     names.write_text("麦棠源\n我爱你 0\n", encoding="utf-8")
