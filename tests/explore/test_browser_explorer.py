@@ -34,18 +34,9 @@ pytestmark = pytest.mark.skipif(not CHROMIUM.exists(),
                                 reason="Debian's chromium is not installed (apt-get install -y chromium)")
 
 
-def train_seq2seq(corpus: Path, directory: Path) -> Path:
-    from attnmt.train.trainer import train
-
-    train(tiny_config(corpus, "seq2seq", max_steps=40, valid_every=40, valid_bleu_sample=0), directory, quiet=True)
-    return directory
-
-
 @pytest.fixture(scope="module")
-def models(tiny_model, tiny_transformer, tiny_corpus, tmp_path_factory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("explorer-models")
-    return {"rnnsearch": tiny_model, "seq2seq": train_seq2seq(tiny_corpus, root / "seq2seq"),
-            "transformer": tiny_transformer}
+def models(tiny_model, tiny_transformer, tiny_seq2seq) -> dict[str, Path]:
+    return {"rnnsearch": tiny_model, "seq2seq": tiny_seq2seq, "transformer": tiny_transformer}
 
 
 @pytest.fixture(scope="module")
