@@ -103,6 +103,29 @@ def screenshot(page, name: str, tmp_path: Path) -> None:
     assert shot.stat().st_size > 5_000
 
 
+TAB_LINE = """() => { const bar = document.querySelector('.tabs'), box = bar.getBoundingClientRect();
+  const tabs = Array.from(bar.querySelectorAll('button')).map((b) => b.getBoundingClientRect());
+  return { tops: tabs.map((r) => Math.round(r.top)), height: Math.round(box.height),
+           inside: tabs.map((r) => r.left >= box.left - 1 && r.right <= box.right + 1),
+           scrolls: bar.scrollWidth > bar.clientWidth }; }"""
+
+
+@pytest.mark.parametrize("locale", ["en-US", "zh-CN"])
+def test_the_tab_bar_is_one_line_at_1100_px_and_scrolls_when_narrower(browser, base_url, locale):
+    page = open_page(browser, base_url + "/", locale=locale)  # 1100 px wide
+    try:
+        line = page.evaluate(TAB_LINE)
+        assert len(line["tops"]) == 8 and len(set(line["tops"])) == 1 and line["height"] < 50, line
+        assert all(line["inside"]) and not line["scrolls"], line  # every tab seen, none scrolled away
+        page.set_viewport_size({"width": 600, "height": 900})
+        page.click('.tabs [data-view="layers"]')  # the last tab: scrolled into view
+        line = page.evaluate(TAB_LINE)
+        assert len(set(line["tops"])) == 1 and line["scrolls"] and line["inside"][-1], line
+        assert page.is_visible("#view-layers") and not page.errors, page.errors
+    finally:
+        page.context.close()
+
+
 def test_the_page_opens_with_an_example_translated(page, base_url):
     first = httpx.get(base_url + "/models").json()["models"][0]["examples"][0]
     page.wait_for_function("text => document.getElementById('explorer').dataset.source === text", arg=first)
