@@ -17,7 +17,7 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not 
 from attnmt.decode.translator import load
 from attnmt.explore.page import build_export, export_page
 from attnmt.serve import create_app
-from tests.explore.test_browser_explorer import explore, open_page, screenshot, show, texts
+from tests.explore.test_browser_explorer import explore, open_page, show, texts
 from tests.explore.test_explore import SENTENCE
 from tests.serve.test_browser import CHROMIUM, running_server
 
@@ -70,7 +70,6 @@ def test_the_nearest_states_of_each_step_and_each_source_word(browser, base_url,
             "’", "'"))
         assert page.get_attribute('#nb-source .tok[data-at="1"]', "class") == "tok pickable focus"
         assert "focus" not in page.get_attribute('#nb-target .tok[data-step="2"]', "class")
-        screenshot(page, "explore_neighbours", tmp_path)
         assert not page.errors, page.errors
     finally:
         page.context.close()

@@ -17,7 +17,7 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not 
 from attnmt.decode.translator import load
 from attnmt.explore.page import build_export, export_page
 from attnmt.serve import create_app
-from tests.explore.test_browser_explorer import explore, open_page, screenshot, show, texts
+from tests.explore.test_browser_explorer import explore, open_page, show, texts
 from tests.explore.test_explore import SENTENCE
 from tests.serve.test_browser import CHROMIUM, running_server
 
@@ -62,7 +62,6 @@ def test_pinning_a_steps_attention_to_a_source_word_decodes_the_rest_again(brows
                                                             for w in row], abs=1e-9)
         said = page.inner_text("#pin-said")
         assert said.startswith(f"At step {step + 1}, all attention on \u201c{record['source']['pieces'][column]}\u201d")
-        screenshot(page, "explore_pin", tmp_path)
         assert not page.errors, page.errors
     finally:
         page.context.close()

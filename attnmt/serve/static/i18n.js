@@ -50,7 +50,7 @@ const STRINGS = {
     nb_held_out: "held-out sentences",
     pin_help: "Click a word of the translation, then a source word: at that step the decoder's attention goes all to that word, and the rest of the translation is decoded from there.",
     pin_none: "A model without attention (seq2seq) has no attention to edit: it reads the whole source as one vector.",
-    pin_heads: "A Transformer: the attention is set in every head of every decoder layer ({layers} layers \u00d7 {heads} heads), so at that step the decoder sees that word and nothing else of the source.",
+    pin_heads: "A Transformer: the attention is set in every head of every decoder layer ({layers} \u00d7 {heads} heads), so at that step the decoder sees that word and nothing else of the source.",
     pin_export: "Editing the attention decodes the sentence again: it needs the live server (attnmt serve), not this file.",
     pin_pick: "Click a word of the translation to choose its step.",
     pin_prompt: "Step {i} wrote \u201c{word}\u201d. Click the source word to put all of the attention on:",
