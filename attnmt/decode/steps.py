@@ -88,13 +88,12 @@ def explore(translator, sentence: str, beam: int | None = None, prefix: str | No
     settings are the model's decode.*. ``prefix`` (text) or ``prefix_tokens`` (target pieces): force the
     output to start with it; the rest is the best continuation. ``top_k``: next pieces listed per step.
     ``heads=False`` leaves out a Transformer's per-head attention (cross- and self-attention), ``tree=False``
-    the search tree.
-    ``reference``: a known translation of the sentence, which the record gives with the output's sentence
-    BLEU and chrF against it. ``pin``: source piece positions that share the attention equally at the step
-    right after the forced prefix (an RNN attention model's attention, or every head of every layer of a
-    Transformer's cross-attention; :mod:`attnmt.decode.pinning`): the record is the translation the decoder
-    writes from there with the attention set so. ``neighbours``: per step, that many
-    nearest decoder states of the model's held-out sentences (:mod:`attnmt.decode.neighbours`; 0: none).
+    the search tree. ``reference``: a known translation of the sentence, which the record gives with the
+    output's sentence BLEU and chrF against it. ``pin``: source piece positions that share the attention
+    equally at the step right after the forced prefix (an RNN's attention, a Transformer's cross-attention in
+    every layer and head; :mod:`attnmt.decode.pinning`): the record is the translation written from there.
+    ``neighbours``: that many nearest decoder states per step, and encoder states per source piece, of the
+    model's training (or held-out) sentences (:mod:`attnmt.decode.neighbours`; 0: none).
     """
     if translator.members is not None:
         raise UserError("explore reads one model's attention; pass one model folder, not an ensemble")

@@ -7,13 +7,15 @@ slow suite). The docs' pictures come from the same code with three environment v
 (CONTRIBUTING.md, "Generated files"):
 
     attnmt demo --quick --out /tmp/demo
-    ATTNMT_SCREENSHOTS=docs/img ATTNMT_SCREENSHOT_DEMO=/tmp/demo ATTNMT_SCREENSHOT_ZH=MODEL \\
+    ATTNMT_SCREENSHOTS=docs/img ATTNMT_SCREENSHOT_DEMO=/tmp/demo ATTNMT_SCREENSHOT_ZH=models/zhen_guided_zh_en \\
         .venv/bin/python -m pytest -m slow -n 0 tests/explore/test_screenshots.py
 
 ATTNMT_SCREENSHOTS: the folder the PNGs are written to. ATTNMT_SCREENSHOT_DEMO: `attnmt demo`'s folder, whose
 seq2seq and rnnsearch models (models/*/seed1) and Transformer (models/transformer, trained there on the
 rnnsearch model's data when absent, about a minute) translate held-out sentences of its synthetic language.
-ATTNMT_SCREENSHOT_ZH: a Chinese-English model (zh -> en) for the Chinese pairs (我爱你 and a longer one).
+ATTNMT_SCREENSHOT_ZH: a Chinese-English model (zh -> en) for the Chinese sentences (我爱你 and a longer one): the
+guided model of recipes/alignment_chinese (guided_zh_en.yaml), trained on jieba-segmented text with the recipe's
+user dictionary, which splits 我爱你 into 我 爱 你.
 With ATTNMT_SCREENSHOTS set, a picture whose models are not given is skipped, so that no tiny model's picture
 lands in the docs.
 """
