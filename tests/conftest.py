@@ -62,6 +62,16 @@ def tiny_transformer(tiny_corpus, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_seq2seq(tiny_corpus, tmp_path_factory) -> Path:
+    """A tiny seq2seq model (no attention), trained 40 updates: the browser tests' model without attention."""
+    from attnmt.train.trainer import train
+
+    directory = tmp_path_factory.mktemp("models") / "seq2seq"
+    train(tiny_config(tiny_corpus, "seq2seq", max_steps=40, valid_every=40, valid_bleu_sample=0), directory, quiet=True)
+    return directory
+
+
+@pytest.fixture(scope="session")
 def browser():
     """Debian's Chromium driven by Playwright, one per test session (each test opens its own page context)."""
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")

@@ -1,14 +1,25 @@
 """Attention you can edit (Strobelt et al. 2018, Seq2Seq-Vis): the decoder's attention at one step set by hand.
 
-:func:`pinned` overrides the attention distribution alpha_i of an RNN attention model at one decoder step:
-alpha_i is shared equally by the chosen source pieces (all of it on one piece, or on the pieces of one word)
-and the context vector is c_i = sum_j alpha_ij h_j of that alpha; every other step attends as the model does.
-Decoding with it shows what attention does: the word written at that step, and the rest of the translation,
-follow the context the decoder was given. The explore record of a pinned decoding
-(:func:`attnmt.decode.steps.explore`'s ``pin``) pins the step right after its forced prefix.
+:func:`pinned` overrides the decoder's attention over the source at one decoder step: the weights are shared
+equally by the chosen source pieces (all of it on one piece, or on the pieces of one word) and the context is
+the weighted sum of those pieces' values; every other step attends as the model does. Decoding with it shows
+what attention does: the word written at that step, and the rest of the translation, follow the context the
+decoder was given. The explore record of a pinned decoding (:func:`attnmt.decode.steps.explore`'s ``pin``)
+pins the step right after its forced prefix.
 
-The override is a forward hook on the model's :class:`attnmt.models.attention.Attention`, which the decoder
-calls once per step both in a search and under teacher forcing; training never sees it.
+* An RNN attention model (rnnsearch, Luong): alpha_i of its one :class:`attnmt.models.attention.Attention`,
+  and c_i = sum_j alpha_ij h_j of that alpha (a forward hook).
+* A Transformer: the cross-attention of **every head of every decoder layer** at that step, each head's
+  output then sum_j alpha_ij (V W^V)_j of that alpha. Every head and layer, not one picked: the heads of a
+  layer and the layers above one another each read the source on their own, so a single pinned head is
+  outvoted by the others and the translation seldom changes; pinned everywhere, the step sees the chosen word
+  and nothing else of the source, which is what the RNN's pin means, and the page's attention (the last
+  layer's mean over heads) shows the pinned row as it was set. The earlier steps' self-attention keys and
+  values are untouched; the later steps read the pinned step's changed state through self-attention, as the
+  RNN's later steps read its changed hidden state.
+
+Both work the same way in a search (one call per step) and under teacher forcing (one call for every
+step); training never sees them.
 """
 
 from __future__ import annotations
@@ -19,7 +30,7 @@ import torch
 from torch import Tensor
 
 from attnmt.errors import UserError
-from attnmt.models.attention import Attention
+from attnmt.models.attention import Attention, MultiHeadAttention
 
 __all__ = ["can_pin", "check_pin", "pinned"]
 
@@ -29,18 +40,27 @@ def _module(model) -> Attention | None:
     return module if isinstance(module, Attention) else None
 
 
+def _cross_attention(model) -> list[MultiHeadAttention]:
+    """A Transformer's cross-attention modules, one per decoder layer ([] for another model)."""
+    layers = getattr(model, "decoder", None)
+    if not isinstance(layers, torch.nn.ModuleList):
+        return []
+    found = [getattr(layer, "cross_attn", None) for layer in layers]
+    return found if found and all(isinstance(m, MultiHeadAttention) for m in found) else []
+
+
 def can_pin(model) -> bool:
-    """Whether the model's attention can be pinned: one attention over the source per decoder step (an RNN
-    attention model's)."""
-    return _module(model) is not None
+    """Whether the model's attention over the source can be pinned: an RNN attention model's one attention,
+    or a Transformer's cross-attention (every head of every decoder layer)."""
+    return _module(model) is not None or bool(_cross_attention(model))
 
 
 def check_pin(model, pin: Sequence[int], source_len: int) -> list[int]:
     """``pin`` as a list of source piece positions; a UserError for a model whose attention cannot be pinned, an
     empty pin, a repeated position or one outside the source's ``source_len`` pieces."""
     if not can_pin(model):
-        raise UserError("pin: this model's attention cannot be pinned; pinning sets the one attention of an RNN "
-                        "attention model (rnnsearch)")
+        raise UserError("pin: this model's attention cannot be pinned; pinning sets the attention over the source "
+                        "of an RNN attention model (rnnsearch, luong) or a Transformer")
     pin = list(pin)
     if not pin:
         raise UserError("pin: give at least one source piece position to pin the attention to")
@@ -54,27 +74,57 @@ def check_pin(model, pin: Sequence[int], source_len: int) -> list[int]:
 
 class pinned:
     """Within it, the model's decoder attends only to the ``source`` pieces (equally) at decoder step ``step``
-    (counted from 0 at each pass's first call). Enter it once per pass: a search, or a teacher-forced pass."""
+    (counted from 0 at each pass's first position). Enter it once per pass: a search, or a teacher-forced pass."""
 
     def __init__(self, model, step: int, source: Sequence[int]) -> None:
         self.module = _module(model)
+        self.cross = [] if self.module is not None else _cross_attention(model)
         self.step, self.source = step, list(source)
         self.calls = 0
+        self.seen: list[int] = []
 
     def __enter__(self) -> "pinned":
-        self.calls = 0
-        self.handle = self.module.register_forward_hook(self._hook, with_kwargs=True)
+        self.calls, self.seen = 0, [0] * len(self.cross)
+        if self.module is not None:
+            self.handle = self.module.register_forward_hook(self._hook, with_kwargs=True)
+        for layer, module in enumerate(self.cross):
+            module.attend = self._attend(layer, module.attend)  # an instance attribute over the method
         return self
 
     def __exit__(self, *exc) -> None:
-        self.handle.remove()
+        if self.module is not None:
+            self.handle.remove()
+        for module in self.cross:
+            del module.attend
+
+    def _chosen(self, like: Tensor) -> Tensor:
+        chosen = torch.zeros_like(like)
+        chosen[..., self.source] = 1.0 / len(self.source)
+        return chosen
 
     def _hook(self, module: Attention, args: tuple, kwargs: dict, output: tuple[Tensor, Tensor]):
         call, self.calls = self.calls, self.calls + 1
         if call != self.step:
             return None
-        values, alpha = args[2], output[1]
-        chosen = torch.zeros_like(alpha)
-        chosen[:, self.source] = 1.0 / len(self.source)
+        values, chosen = args[2], self._chosen(output[1])
         context = torch.bmm(chosen.unsqueeze(1).to(values.dtype), values).squeeze(1)
         return context.to(output[0].dtype), chosen
+
+    def _attend(self, layer: int, attend):
+        """``attend`` of one decoder layer's cross-attention with the pinned step's row (query position) set."""
+        module = self.cross[layer]
+
+        def pinned_attend(query: Tensor, k: Tensor, v: Tensor, key_mask: Tensor | None = None, causal: bool = False,
+                          need_weights: bool = True):
+            out, weights = attend(query, k, v, key_mask, causal, True)
+            row = self.step - self.seen[layer]
+            self.seen[layer] += query.size(1)
+            if 0 <= row < query.size(1):
+                chosen = self._chosen(weights[:, :, row])  # [B,H,S]
+                heads = torch.matmul(chosen.unsqueeze(2).to(v.dtype), v)  # [B,H,1,dh]
+                out, weights = out.clone(), weights.clone()
+                out[:, row] = module.W_o(heads.transpose(1, 2).flatten(-2))[:, 0].to(out.dtype)
+                weights[:, :, row] = chosen
+            return out, weights if need_weights else None
+
+        return pinned_attend

@@ -33,7 +33,7 @@ from attnmt.decode.evaluate import bleu_tokenize_for, sentence_scores
 from attnmt.decode.forced import eval_mode, force, forced_batches
 from attnmt.decode.inputs import InputRefused, SentenceTooLong, gated_tokens
 from attnmt.decode.neighbours import nearest
-from attnmt.decode.pinning import check_pin, pinned
+from attnmt.decode.pinning import can_pin, check_pin, pinned
 from attnmt.decode.search import beam_search
 from attnmt.decode.translation import search_arguments
 from attnmt.errors import UserError
@@ -88,12 +88,12 @@ def explore(translator, sentence: str, beam: int | None = None, prefix: str | No
     settings are the model's decode.*. ``prefix`` (text) or ``prefix_tokens`` (target pieces): force the
     output to start with it; the rest is the best continuation. ``top_k``: next pieces listed per step.
     ``heads=False`` leaves out a Transformer's per-head attention (cross- and self-attention), ``tree=False``
-    the search tree.
-    ``reference``: a known translation of the sentence, which the record gives with the output's sentence
-    BLEU and chrF against it. ``pin``: source piece positions that share the attention equally at the step
-    right after the forced prefix (an RNN attention model's; :mod:`attnmt.decode.pinning`): the record is the
-    translation the decoder writes from there with the attention set so. ``neighbours``: per step, that many
-    nearest decoder states of the model's held-out sentences (:mod:`attnmt.decode.neighbours`; 0: none).
+    the search tree. ``reference``: a known translation of the sentence, which the record gives with the
+    output's sentence BLEU and chrF against it. ``pin``: source piece positions that share the attention
+    equally at the step right after the forced prefix (an RNN's attention, a Transformer's cross-attention in
+    every layer and head; :mod:`attnmt.decode.pinning`): the record is the translation written from there.
+    ``neighbours``: that many nearest decoder states per step, and encoder states per source piece, of the
+    model's training (or held-out) sentences (:mod:`attnmt.decode.neighbours`; 0: none).
     """
     if translator.members is not None:
         raise UserError("explore reads one model's attention; pass one model folder, not an ensemble")
@@ -169,6 +169,7 @@ def model_info(translator, name: str | None = None) -> dict[str, Any]:
     folder = translator.model_dir
     return {"name": name or (folder.name if folder is not None else config.model.type),
             "type": config.model.type, "has_attention": translator.has_attention,
+            "can_pin": can_pin(translator.model),
             "layers": config.model.dec_layers if heads else None, "heads": config.model.n_heads if heads else None,
             "src_lang": config.data.src_lang, "tgt_lang": config.data.tgt_lang}
 

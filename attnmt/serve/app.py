@@ -173,7 +173,8 @@ async def explore(request: ExploreRequest, app: App) -> JSONResponse:
     """One sentence's decoding step by step, as the page's explorer shows it: per decoder step the top-k
     next pieces and the attention (every layer and head of a Transformer; e_ij and c_i of an RNN attention
     model), and the beam search tree. `prefix` or `prefix_tokens` force the start of the translation ("what
-    if"); `pin` sets the attention at the step after it (an RNN attention model's). Decoded on its own,
+    if"); `pin` sets the attention at the step after it (an RNN attention model's, or every head of
+    every layer of a Transformer's cross-attention). Decoded on its own,
     through the same bounded queue as /translate (503 with Retry-After when full)."""
     t0 = time.perf_counter()
     model, key, item, cost = await run_in_threadpool(_explore_job, request, app.models, app.default, app.limits)

@@ -207,8 +207,9 @@ class ExploreRequest(BaseModel):
     pin: Optional[list[int]] = Field(None, max_length=MAX_PREFIX_TOKENS,
                                      description="edit the attention: source piece positions (0-based) that share "
                                                  "it equally at the step right after the forced prefix; the "
-                                                 "record is the translation decoded from there (RNN attention "
-                                                 "models)")
+                                                 "record is the translation decoded from there (an RNN "
+                                                 "attention model's attention or a Transformer's "
+                                                 "cross-attention)")
     neighbours: int = Field(0, ge=0, le=10, description="per decoder step, this many nearest decoder states of "
                                                         "the model's held-out sentences, with their sentences "
                                                         "(0: none)")

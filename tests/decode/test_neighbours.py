@@ -1,18 +1,22 @@
-"""Neighbours (attnmt.decode.neighbours) through the explore record: each decoder step's nearest decoder states
-among the model's training sentences (or, without them, its held-out ones), by cosine similarity, with their
-sentences."""
+"""Neighbours (attnmt.decode.neighbours) through the explore record: each decoder step's nearest decoder states,
+and each source piece's nearest encoder states, among the model's training sentences (or, without them, its
+held-out ones), by cosine similarity, with their sentences."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
+import torch
 
 from attnmt.data.corpus import read_lines
 from attnmt.decode.held_out import held_out_pairs
-from attnmt.decode.neighbours import MAX_SENTENCES, decoder_states, index_pairs
+from attnmt.decode.neighbours import MAX_SENTENCES, decoder_states, encoder_states, index_pairs
 from attnmt.decode.steps import explore
 from attnmt.decode.translator import load
 from attnmt.errors import UserError
+from attnmt.models.seq2seq import Seq2Seq
 
 SENTENCE = "gupo pelido duno gute"  # from the synthetic language the tiny models learned
 
@@ -73,3 +77,36 @@ def test_without_the_training_files_the_held_out_pairs_are_the_index(tiny_model)
 def test_a_bad_count_is_one_clear_line(translator):
     with pytest.raises(UserError, match="neighbours=11 is out of range"):
         explore(translator, SENTENCE, neighbours=11)
+
+
+def encoder_state(translator, source: str, at: int) -> np.ndarray:
+    return encoder_states(translator, [translator.src.vocab.encode(translator.src.tokens(source))])[0][at]
+
+
+@pytest.mark.parametrize("model", ["rnnsearch", "transformer"])
+def test_each_source_piece_lists_the_nearest_encoder_states_with_their_sentences(model, tiny_model, tiny_transformer):
+    translator = load(tiny_model if model == "rnnsearch" else tiny_transformer)
+    record = explore(translator, SENTENCE, neighbours=4)
+    found = record["neighbours"]
+    pieces = record["source"]["pieces"]
+    assert found["from"] == "training" and 0 < found["source_states"]
+    assert len(found["source"]) == len(pieces)
+    for j, near in enumerate(found["source"]):
+        assert len(near) == 4
+        similarities = [n["similarity"] for n in near]
+        assert similarities == sorted(similarities, reverse=True)
+        for n in near[:2]:
+            sentence = found["sentences"][n["sentence"]]
+            assert sentence["source_pieces"] == translator.src.tokens(sentence["source"])
+            assert 0 <= n["at"] < len(sentence["source_pieces"]) and sentence["source"] != SENTENCE
+            mine = encoder_state(translator, SENTENCE, j)
+            theirs = encoder_state(translator, sentence["source"], n["at"])
+            assert n["similarity"] == pytest.approx(cosine(mine, theirs), abs=2e-3)
+    # the same source piece elsewhere is among the nearest states of a source piece (the synthetic words recur)
+    assert any(found["sentences"][n["sentence"]]["source_pieces"][n["at"]] == pieces[j]
+               for j, near in enumerate(found["source"]) for n in near)
+
+
+def test_a_model_without_a_state_per_source_piece_has_no_source_neighbours():
+    model = Seq2Seq(10, 10, emb_size=8, hidden_size=8, enc_layers=1, dec_layers=1)
+    assert encoder_states(SimpleNamespace(model=model, device=torch.device("cpu")), [[4, 5, 6]]) is None

@@ -4,9 +4,7 @@ tree, what-if, two models side by side, a Transformer's heads, the language swit
 
 Expected values come from the API (POST /explore, the record the page is given) and from the contract's
 rules (a beam of 5 keeps 5 hypotheses per step; alpha is the softmax of e), never from the page's own
-script. Each view's screenshot stays in the test's tmp folder: the tiny models here translate nothing
-meaningful, so the docs' pictures (docs/img/explore_*.png) come from the demo's trained models through
-scripts/explorer_screenshots.py.
+script. The docs' pictures of the views (docs/img/explore_*.png) come from tests/explore/test_screenshots.py.
 """
 
 from __future__ import annotations
@@ -34,18 +32,9 @@ pytestmark = pytest.mark.skipif(not CHROMIUM.exists(),
                                 reason="Debian's chromium is not installed (apt-get install -y chromium)")
 
 
-def train_seq2seq(corpus: Path, directory: Path) -> Path:
-    from attnmt.train.trainer import train
-
-    train(tiny_config(corpus, "seq2seq", max_steps=40, valid_every=40, valid_bleu_sample=0), directory, quiet=True)
-    return directory
-
-
 @pytest.fixture(scope="module")
-def models(tiny_model, tiny_transformer, tiny_corpus, tmp_path_factory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("explorer-models")
-    return {"rnnsearch": tiny_model, "seq2seq": train_seq2seq(tiny_corpus, root / "seq2seq"),
-            "transformer": tiny_transformer}
+def models(tiny_model, tiny_transformer, tiny_seq2seq) -> dict[str, Path]:
+    return {"rnnsearch": tiny_model, "seq2seq": tiny_seq2seq, "transformer": tiny_transformer}
 
 
 @pytest.fixture(scope="module")
@@ -106,10 +95,27 @@ def texts(page, selector: str) -> list[str]:
     return page.eval_on_selector_all(selector, "els => els.map(e => e.textContent)")
 
 
-def screenshot(page, name: str, tmp_path: Path) -> None:
-    shot = tmp_path / f"{name}.png"
-    page.locator("#explorer").screenshot(path=str(shot))
-    assert shot.stat().st_size > 5_000
+TAB_LINE = """() => { const bar = document.querySelector('.tabs'), box = bar.getBoundingClientRect();
+  const tabs = Array.from(bar.querySelectorAll('button')).map((b) => b.getBoundingClientRect());
+  return { tops: tabs.map((r) => Math.round(r.top)), height: Math.round(box.height),
+           inside: tabs.map((r) => r.left >= box.left - 1 && r.right <= box.right + 1),
+           scrolls: bar.scrollWidth > bar.clientWidth }; }"""
+
+
+@pytest.mark.parametrize("locale", ["en-US", "zh-CN"])
+def test_the_tab_bar_is_one_line_at_1100_px_and_scrolls_when_narrower(browser, base_url, locale):
+    page = open_page(browser, base_url + "/", locale=locale)  # 1100 px wide
+    try:
+        line = page.evaluate(TAB_LINE)
+        assert len(line["tops"]) == 8 and len(set(line["tops"])) == 1 and line["height"] < 50, line
+        assert all(line["inside"]) and not line["scrolls"], line  # every tab seen, none scrolled away
+        page.set_viewport_size({"width": 600, "height": 900})
+        page.click('.tabs [data-view="layers"]')  # the last tab: scrolled into view
+        line = page.evaluate(TAB_LINE)
+        assert len(set(line["tops"])) == 1 and line["scrolls"] and line["inside"][-1], line
+        assert page.is_visible("#view-layers") and not page.errors, page.errors
+    finally:
+        page.context.close()
 
 
 def test_the_page_opens_with_an_example_translated(page, base_url):
@@ -150,7 +156,6 @@ def test_the_step_slider_moves_the_lit_row_the_bars_and_the_top_k(page, base_url
     page.click("#play")
     page.click('#step-target .tok[data-row="1"]')
     assert page.input_value("#step") == "1"
-    screenshot(page, "explore_steps", tmp_path)
 
 
 def long_sentence(base_url: str, words: int = 20) -> str:
@@ -190,7 +195,6 @@ def test_the_beam_tree_keeps_the_beam_per_step_and_stays_readable(page, base_url
                                         "'none').map(e => e.dataset.status)")
     assert "pruned" not in visible and len(visible) == sum(n["status"] != "pruned" for n in tree["nodes"])
     page.check("#beam-pruned")
-    screenshot(page, "explore_beam", tmp_path)
 
 
 def test_what_if_forces_the_chosen_word_and_re_decodes_the_rest(page, base_url, tmp_path):
@@ -210,7 +214,6 @@ def test_what_if_forces_the_chosen_word_and_re_decodes_the_rest(page, base_url, 
     assert texts(page, "#wi-after-text .tok")[1:] != before["output"]["words"][1:]
     rows = page.eval_on_selector_all("#wi-after .mx-row", "els => els.map(e => e.textContent)")
     assert rows == after["output"]["words"] + ["</s>"]
-    screenshot(page, "explore_whatif", tmp_path)
 
 
 def test_side_by_side_shows_both_models_and_the_length_slider_changes_the_sentence(page, base_url, tmp_path):
@@ -232,7 +235,6 @@ def test_side_by_side_shows_both_models_and_the_length_slider_changes_the_senten
     assert page.is_visible("#cmp-col-a .fixed-vector")  # seq2seq: one fixed vector, no attention map
     assert page.eval_on_selector_all("#cmp-col-b .mx-cell", "els => els.length") == (
         (len(record["output"]["words"]) + 1) * len(longest.split()))
-    screenshot(page, "explore_compare", tmp_path)
 
 
 def test_choosing_a_head_changes_the_heatmap(page, base_url, tmp_path):
@@ -256,7 +258,6 @@ def test_choosing_a_head_changes_the_heatmap(page, base_url, tmp_path):
     assert shown() == pytest.approx(mean, abs=1e-9)
     page.click('#hv-grid .head-card[data-head="1"]')
     assert page.input_value("#hv-head") == "1"
-    screenshot(page, "explore_heads", tmp_path)
 
 
 def test_the_language_follows_the_browser_and_the_switch(browser, base_url, tmp_path):
@@ -269,7 +270,6 @@ def test_the_language_follows_the_browser_and_the_switch(browser, base_url, tmp_
         page.focus("#step")
         page.keyboard.press("ArrowRight")
         assert page.inner_text("#step-label").startswith("第 2 步")
-        screenshot(page, "explore_zh", tmp_path)
         page.select_option("#lang", value="en")
         assert page.inner_text("#tagline") == "Translate a sentence and see what the model looked at."
         assert page.inner_text('.tabs [data-view="beam"]') == "Beam search"

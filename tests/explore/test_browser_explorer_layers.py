@@ -19,7 +19,7 @@ from attnmt.decode.translator import load
 from attnmt.explore.page import build_export, export_page
 from attnmt.serve import create_app
 from tests.conftest import tiny_config
-from tests.explore.test_browser_explorer import explore, open_page, screenshot, show
+from tests.explore.test_browser_explorer import explore, open_page, show
 from tests.explore.test_explore import SENTENCE
 from tests.serve.test_browser import CHROMIUM, running_server
 
@@ -97,7 +97,6 @@ def test_every_layer_and_head_of_the_three_attentions_opens_as_lines_and_a_heatm
         assert visible and set(visible) == {str(last)}
         page.select_option("#mv-kind", value="encoder")
         page.click('#mv-grid .mv-thumb[data-layer="1"][data-head="0"]')
-        screenshot(page, "explore_layers", tmp_path)
         assert not page.errors, page.errors
     finally:
         page.context.close()

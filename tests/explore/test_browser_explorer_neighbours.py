@@ -1,7 +1,8 @@
 """The explorer's "Neighbours" view in a real browser (Debian's chromium, headless, Playwright): for a step of the
-translation, the nearest decoder states of the model's held-out sentences with the word each wrote highlighted;
-in the live page (asked of the server when the view opens) and in an exported file, in English and in Chinese.
-Expected values come from the API or the exported data."""
+translation, the nearest decoder states of the model's training sentences with the word each wrote highlighted;
+for a source word, the nearest encoder states with the word each read highlighted; in the live page (asked of
+the server when the view opens) and in an exported file, in English and in Chinese. Expected values come from
+the API or the exported data."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not 
 from attnmt.decode.translator import load
 from attnmt.explore.page import build_export, export_page
 from attnmt.serve import create_app
-from tests.explore.test_browser_explorer import explore, open_page, screenshot, show, texts
+from tests.explore.test_browser_explorer import explore, open_page, show, texts
 from tests.explore.test_explore import SENTENCE
 from tests.serve.test_browser import CHROMIUM, running_server
 
@@ -39,7 +40,16 @@ def check_step(page, found: dict, i: int) -> None:
     assert texts(page, "#nb-list .nb-word") == [(s["pieces"] + ["</s>"])[n["at"]] for s, n in zip(sentences, near)]
 
 
-def test_the_nearest_held_out_states_of_each_step(browser, base_url, tmp_path):
+def check_source(page, found: dict, j: int) -> None:
+    """The list shows source piece j's neighbours: their similarities, source sentences and highlighted words."""
+    near = found["source"][j]
+    assert [float(s) for s in texts(page, "#nb-list .nb-sim")] == [n["similarity"] for n in near]
+    sentences = [found["sentences"][n["sentence"]] for n in near]
+    assert texts(page, "#nb-list .nb-source") == [" ".join(s["pieces"]) for s in sentences]
+    assert texts(page, "#nb-list .nb-word") == [s["source_pieces"][n["at"]] for s, n in zip(sentences, near)]
+
+
+def test_the_nearest_states_of_each_step_and_each_source_word(browser, base_url, tmp_path):
     page = open_page(browser, base_url + "/")
     try:
         page.wait_for_selector("#explorer[data-source]")
@@ -53,7 +63,13 @@ def test_the_nearest_held_out_states_of_each_step(browser, base_url, tmp_path):
         check_step(page, found, 2)
         word = texts(page, "#nb-target .tok")[2]
         assert page.inner_text("#nb-prompt").startswith(f"Step 3 wrote \u201c{word}\u201d")
-        screenshot(page, "explore_neighbours", tmp_path)
+        page.click('#nb-source .tok[data-at="1"]')
+        check_source(page, found, 1)
+        word = texts(page, "#nb-source .tok")[1]
+        assert page.inner_text("#nb-prompt").startswith(f"The encoder’s state of “{word}”".replace(
+            "’", "'"))
+        assert page.get_attribute('#nb-source .tok[data-at="1"]', "class") == "tok pickable focus"
+        assert "focus" not in page.get_attribute('#nb-target .tok[data-step="2"]', "class")
         assert not page.errors, page.errors
     finally:
         page.context.close()
@@ -68,6 +84,10 @@ def test_the_chinese_page(browser, base_url):
         page.wait_for_selector("#nb-list li")
         assert page.inner_text('.tabs [data-view="neighbours"]') == "近邻"
         assert page.inner_text("#nb-prompt").startswith("第 1 步写出了")
+        page.click('#nb-source .tok[data-at="0"]')
+        word = texts(page, "#nb-source .tok")[0]
+        assert page.inner_text("#nb-prompt").startswith(f"“{word}”的编码器状态。在训练句子的")
+        assert page.locator("#nb-list .nb-word").count() == 5
         assert not page.errors, page.errors
     finally:
         page.context.close()
@@ -85,6 +105,8 @@ def test_the_exported_file_carries_the_neighbours(browser, tiny_model, tmp_path)
         check_step(page, found, 0)
         page.click('#nb-target .tok[data-step="1"]')
         check_step(page, found, 1)
+        page.click('#nb-source .tok[data-at="2"]')
+        check_source(page, found, 2)
         assert page.requests == [path.as_uri()] and not page.errors, page.errors
     finally:
         page.context.close()

@@ -1,7 +1,8 @@
 """The explorer's "Edit attention" view in a real browser (Debian's chromium, headless, Playwright): a step and a
 source word chosen, the page shows the translation decoded with the attention at that step pinned to the word
-(POST /explore with prefix_tokens and pin); a model whose attention cannot be pinned and an exported file say why,
-in English and in Chinese. Expected values come from the API."""
+(POST /explore with prefix_tokens and pin), for an RNNsearch model and for a Transformer (every head of every
+layer pinned); a model without attention and an exported file say why, in English and in Chinese. Expected values
+come from the API."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not 
 from attnmt.decode.translator import load
 from attnmt.explore.page import build_export, export_page
 from attnmt.serve import create_app
-from tests.explore.test_browser_explorer import explore, open_page, screenshot, show, texts
+from tests.explore.test_browser_explorer import explore, open_page, show, texts
 from tests.explore.test_explore import SENTENCE
 from tests.serve.test_browser import CHROMIUM, running_server
 
@@ -25,8 +26,9 @@ pytestmark = pytest.mark.skipif(not CHROMIUM.exists(),
 
 
 @pytest.fixture(scope="module")
-def base_url(tiny_model, tiny_transformer) -> Iterator[str]:
-    with running_server(create_app({"rnnsearch": tiny_model, "transformer": tiny_transformer})) as url:
+def base_url(tiny_model, tiny_transformer, tiny_seq2seq) -> Iterator[str]:
+    models = {"rnnsearch": tiny_model, "transformer": tiny_transformer, "seq2seq": tiny_seq2seq}
+    with running_server(create_app(models)) as url:
         yield url
 
 
@@ -60,25 +62,51 @@ def test_pinning_a_steps_attention_to_a_source_word_decodes_the_rest_again(brows
                                                             for w in row], abs=1e-9)
         said = page.inner_text("#pin-said")
         assert said.startswith(f"At step {step + 1}, all attention on \u201c{record['source']['pieces'][column]}\u201d")
-        screenshot(page, "explore_pin", tmp_path)
         assert not page.errors, page.errors
     finally:
         page.context.close()
 
 
-def test_a_transformer_and_the_chinese_page_say_why_there_is_nothing_to_edit(browser, base_url):
+def test_a_transformers_cross_attention_is_pinned_in_every_layer_and_head_in_the_chinese_page(browser, base_url):
     page = open_page(browser, base_url + "/", locale="zh-CN")
     try:
         page.wait_for_selector("#explorer[data-source]")
-        show(page, SENTENCE, model="rnnsearch")
+        page.select_option("#units", value="pieces")
+        show(page, SENTENCE, model="transformer", beam=1)
+        record = explore(base_url, SENTENCE, model="transformer", beam=1)
         page.click('.tabs [data-view="pin"]')
         assert page.inner_text('.tabs [data-view="pin"]') == "编辑注意力"
+        assert page.get_attribute('.tabs [data-view="pin"]', "class") in ("", None)
+        assert page.is_hidden("#pin-none") and page.is_visible("#pin-heads")
+        assert page.inner_text("#pin-heads").startswith("这是 Transformer：注意力在解码器每一层的每一个头里")
         assert page.inner_text("#pin-prompt") == "点击译文中的一个词，选择它的那一步。"
-        page.click('#pin-target .tok[data-step="0"]')
-        assert page.inner_text("#pin-prompt").startswith("第 1 步写出了")
-        show(page, SENTENCE, model="transformer")
+        step, column = 1, 0
+        page.click(f'#pin-target .tok[data-step="{step}"]')
+        assert page.inner_text("#pin-prompt").startswith("第 2 步写出了")
+        page.click(f'#pin-source button[data-col="{column}"]')
+        page.wait_for_selector("#pin-result:not([hidden])")
+        pinned = explore(base_url, SENTENCE, model="transformer", beam=1,
+                         prefix_tokens=record["output"]["pieces"][:step], pin=[column])
+        assert texts(page, "#pin-after-text .tok") == pinned["output"]["pieces"]
+        lit = page.eval_on_selector_all("#pin-after .mx-cell.lit", "els => els.map(e => Number(e.style."
+                                        "getPropertyValue('--w')))")
+        assert lit == [1.0 if j == column else 0.0 for j in range(len(record["source"]["pieces"]))]
+        assert cells(page, "#pin-after") == pytest.approx([w for row in pinned["attention"]["pieces"]["mean"]
+                                                           for w in row], abs=1e-9)
+        assert page.inner_text("#pin-said").startswith(f"第 {step + 1} 步的注意力全部放在")
+        assert not page.errors, page.errors
+    finally:
+        page.context.close()
+
+
+def test_a_model_without_attention_says_why_there_is_nothing_to_edit(browser, base_url):
+    page = open_page(browser, base_url + "/", locale="zh-CN")
+    try:
+        page.wait_for_selector("#explorer[data-source]")
+        show(page, SENTENCE, model="seq2seq")
+        page.click('.tabs [data-view="pin"]')
         assert page.is_visible("#pin-none") and page.is_hidden("#pin-box")
-        assert page.inner_text("#pin-none").startswith("只有 RNN 注意力模型")
+        assert page.inner_text("#pin-none").startswith("没有注意力的模型（seq2seq）")
         assert page.get_attribute('.tabs [data-view="pin"]', "class") == "dim"
         assert not page.errors, page.errors
     finally:

@@ -69,7 +69,10 @@ function redrawExplorer() {
 
 function showView(name) {
   ex.view = name;
-  for (const b of document.querySelectorAll(".tabs [data-view]")) b.setAttribute("aria-selected", String(b.dataset.view === name));
+  for (const b of document.querySelectorAll(".tabs [data-view]")) {
+    b.setAttribute("aria-selected", String(b.dataset.view === name));
+    if (b.dataset.view === name) b.scrollIntoView({ block: "nearest", inline: "nearest" });  // a narrow page's tab bar
+  }
   for (const v of document.querySelectorAll("#explorer .view")) v.hidden = v.id !== `view-${name}`;
   if (name === "compare") {
     const sentences = ex.provider.compareSet();

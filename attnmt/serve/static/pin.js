@@ -1,8 +1,9 @@
 // The explorer's "Edit attention" view (Seq2Seq-Vis): choose a step of the translation and a source word; the
 // server decodes again with the decoder's attention at that step all on that word (its pieces share it), the
 // steps before it kept (POST /explore's prefix_tokens and pin). Before and after side by side, the pinned row
-// lit. Only an RNN attention model's attention can be pinned (its steps carry the equation); an exported file
-// has no server to decode, and says so.
+// lit. An RNN attention model's one attention is pinned; a Transformer's cross-attention in every head of every
+// decoder layer (attnmt.decode.pinning says why). A model without attention (seq2seq) has nothing to pin, and an
+// exported file has no server to decode; each says so.
 "use strict";
 
 const pn = { step: null, record: null, busy: 0 };
@@ -14,7 +15,8 @@ function pinReset() {
 }
 
 function canPin(record) {
-  return Boolean(record.steps.length && record.steps[0].equation);
+  if (!record.steps.length) return false;
+  return "can_pin" in record.model ? Boolean(record.model.can_pin) : Boolean(record.steps[0].equation);
 }
 
 function drawPinView() {
@@ -25,6 +27,8 @@ function drawPinView() {
   byId("pin-none").textContent = offline ? t("pin_export") : t("pin_none");
   byId("pin-box").hidden = !able;
   if (!able) return;
+  byId("pin-heads").hidden = !record.model.heads;
+  byId("pin-heads").textContent = t("pin_heads", { layers: record.model.layers, heads: record.model.heads });
   const u = units();
   const target = byId("pin-target");
   target.replaceChildren(...outputChips(record, u, 0));
