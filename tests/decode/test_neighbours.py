@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from attnmt.data.corpus import read_lines
+from attnmt.decode.forced import eval_mode
 from attnmt.decode.held_out import held_out_pairs
 from attnmt.decode.neighbours import MAX_SENTENCES, decoder_states, encoder_states, index_pairs
 from attnmt.decode.steps import explore
@@ -80,7 +81,19 @@ def test_a_bad_count_is_one_clear_line(translator):
 
 
 def encoder_state(translator, source: str, at: int) -> np.ndarray:
-    return encoder_states(translator, [translator.src.vocab.encode(translator.src.tokens(source))])[0][at]
+    """The encoder's state of one source piece, read off the model's modules: an RNN encoder's output (the
+    annotations h_j), a Transformer's final encoder LayerNorm."""
+    model = translator.model
+    ids = torch.tensor([translator.src.vocab.encode(translator.src.tokens(source))])
+    seen = []
+    with eval_mode(model), torch.inference_mode():
+        if hasattr(model, "enc_ln"):
+            handle = model.enc_ln.register_forward_hook(lambda module, args, output: seen.append(output))
+            model.encode(ids, torch.tensor([ids.size(1)]))
+            handle.remove()
+        else:
+            seen.append(model.encoder(ids, torch.tensor([ids.size(1)]))[0])
+    return seen[0][0, at].float().numpy()
 
 
 @pytest.mark.parametrize("model", ["rnnsearch", "transformer"])

@@ -197,7 +197,7 @@ def pin_transformer(page, s: Sentences, out: Path) -> None:
     show(page, s.medium, "transformer", beam=5)
     tab(page, "pin")
     page.click(f'#pin-target .tok[data-step="{middle(page)}"]')
-    page.click('#pin-source button[data-col="0"]')
+    page.click(f'#pin-source button[data-col="{page.locator("#pin-source button").count() // 2}"]')  # the middle word
     page.wait_for_selector("#pin-result:not([hidden])")
     shoot(page, out, "explore_pin_transformer", "pin", ["#pin-heads", "#pin-after .mx-cell.lit", "#pin-said"])
 

@@ -30,6 +30,13 @@ from attnmt.serve.batching import DynamicBatcher, QueueFull
 SENTENCE = "gupo pelido duno gute"  # 4 words: a cost of beam x n_best x 5 under the tiny model's word tokenizer
 
 
+def run(coroutine):
+    """asyncio.run in a thread of its own: in one process with the browser tests, Playwright's event loop runs in
+    the main thread (the session's browser fixture), where asyncio.run refuses to start."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
 class HeldDecoder:
     """decode_batch, recording each batch's sentences; the first batch waits until :meth:`release`."""
 
@@ -181,7 +188,7 @@ def test_batcher_takes_turns_one_chunk_per_job():
         await batcher.stop()
         return results
 
-    (big, big_info), (small, _) = asyncio.run(main())
+    (big, big_info), (small, _) = run(main())
     # the big job's chunks are [b0 b1] [b2 b3] [b4 b5]; after its first, the small job has its turn
     assert calls == [["b0", "b1"], ["s0"], ["b2", "b3"], ["b4", "b5"]]
     assert big == ["b0", "b1", "b2", "b3", "b4", "b5"] and small == ["s0"] and big_info.batches == 3
@@ -201,7 +208,7 @@ def test_batcher_chunks_by_cost():
         await batcher.stop()
         return result
 
-    result, info = asyncio.run(main())
+    result, info = run(main())
     # 4 + 4 fit in 10, a third 4 does not; an item over the bound is a chunk of its own
     assert calls == [[1, 2], [3], [4], [5, 6]] and result == [1, 2, 3, 4, 5, 6] and info.batches == 4
 
@@ -238,7 +245,7 @@ def test_batcher_refuses_a_job_over_the_bound_and_says_when_to_retry():
         await batcher.stop()
         return full.value
 
-    full = asyncio.run(main())
+    full = run(main())
     assert 10 <= full.retry_after_s <= 60 and "cost 990 is queued and at most 1,000" in str(full)
 
 
@@ -257,7 +264,7 @@ def test_batcher_groups_by_key_and_splits_a_job_over_max_batch_size():
         await batcher.stop()
         return results
 
-    results = asyncio.run(main())
+    results = run(main())
     assert [r for r, _ in results] == [[10, 20], [30], [40, 50], [60], [70, 80, 90, 100, 110]]
     # at most one chunk of a job per batch; the five-item job is two chunks, [7..10] and [11]
     assert sorted(calls) == [("a", [1, 2, 4, 5]), ("a", [6]), ("a", [7, 8, 9, 10]), ("a", [11]), ("b", [3])]
@@ -290,7 +297,7 @@ def test_batcher_keeps_the_event_loop_free_while_decoding():
         await batcher.stop()
         return still_decoding, result
 
-    still_decoding, (result, info) = asyncio.run(main())
+    still_decoding, (result, info) = run(main())
     assert still_decoding and result == [1]
     assert decoded_in and decoded_in[0] != threading.current_thread().name  # a worker thread decoded it
 
@@ -311,7 +318,7 @@ def test_batcher_failure_is_per_batch_and_stop_fails_waiting_jobs():
             await batcher.submit("good", [3])
         return bad, good
 
-    bad, good = asyncio.run(main())
+    bad, good = run(main())
     assert isinstance(bad, ValueError) and good[0] == [2]
 
 
