@@ -40,7 +40,8 @@ from attnmt.errors import UserError
 from attnmt.models.attention import Attention
 from attnmt.runtime.threads import threads_for
 
-__all__ = ["FORMAT", "MAX_TOP_K", "explore", "model_info", "prefix_ids", "what_if", "words_of"]
+__all__ = ["FORMAT", "MAX_TOP_K", "explore", "model_info", "pin_choices", "pin_outcomes", "prefix_ids", "what_if",
+           "words_of"]
 
 FORMAT = "attnmt-explore/1"
 MAX_TOP_K = 50
@@ -206,6 +207,45 @@ def what_if(translator, record: dict[str, Any], alternatives: int = 3,
     for (step, ids), hyp, weights in zip(prefixes, hyps, attention):
         result.setdefault(step, []).append(_what_if_record(translator, ids, hyp, weights,
                                                            record["source"]["piece_word"]))
+    return result
+
+
+def pin_choices(record: dict[str, Any]) -> list[list[int]]:
+    """The pins the Edit attention view offers for a record: each source word's pieces, then each piece of a
+    word of several pieces on its own (as source piece positions)."""
+    piece_word = record["source"]["piece_word"]
+    words = [[k for k, w in enumerate(piece_word) if w == word] for word in range(max(piece_word, default=-1) + 1)]
+    return words + [[k] for group in words if len(group) > 1 for k in group]
+
+
+def pin_outcomes(translator, record: dict[str, Any], beam: int | None = None,
+                 max_steps: int | None = None) -> dict[str, list[dict]]:
+    """The record's Edit attention outcomes, by step (a str): for each step that writes one of the output's
+    first ``max_steps`` pieces (None: all) and each of :func:`pin_choices`, the translation decoded with the
+    output's pieces before that step forced and that step's attention pinned to those source pieces, as
+    :func:`explore`'s ``pin`` decodes it. :mod:`attnmt.decode.pinning` pins one step and source for a whole
+    batch, so each outcome is a search and a teacher-forced pass of its own. Each holds what the view draws:
+    :func:`what_if`'s parts and ``pin`` (``step``, ``source``); their source and model are the record's. {}
+    for a model that cannot be pinned."""
+    if not can_pin(translator.model):
+        return {}
+    options = translator.decode_options(beam=beam)  # as explore's
+    chosen = record["output"]["pieces"]
+    src_ids = translator.src.vocab.encode(record["source"]["pieces"])
+    choices = pin_choices(record)
+    result: dict[str, list[dict]] = {}
+    with eval_mode(translator.model), torch.inference_mode(), threads_for(translator.threads):
+        for i in range(len(chosen) if max_steps is None else min(max_steps, len(chosen))):
+            forced = prefix_ids(translator, prefix_tokens=chosen[:i])
+            for pin in choices:
+                with pinned(translator.model, i, pin):
+                    hyp = _search(translator, src_ids, [forced], options)[0]
+                out_ids = hyp.tokens if hyp is not None else []
+                with pinned(translator.model, i, pin):
+                    weights = _forced_attention(translator, src_ids, [out_ids])[0]
+                outcome = _what_if_record(translator, forced, hyp, weights, record["source"]["piece_word"])
+                outcome["pin"] = {"step": i, "source": pin}
+                result.setdefault(str(i), []).append(outcome)
     return result
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from attnmt.decode.held_out import example_sources, references
-from attnmt.decode.steps import MAX_TOP_K, explore, model_info, what_if
+from attnmt.decode.steps import MAX_TOP_K, explore, model_info, pin_outcomes, what_if
 from attnmt.decode.translator import MAX_SOURCE_TOKENS, Translator
 from attnmt.errors import UserError
 from attnmt.runtime.safe_write import check_output, write_text
@@ -35,6 +35,9 @@ PAGE_DECIMALS = 3  # a heatmap cell or a bar shows no finer difference; the page
 # One sentence decoded at a time, in many small steps: more threads wait on each other more than they help
 # (the demo's export takes about 4 times the CPU time in 2 threads as in 1, and longer).
 EXPORT_THREADS = 1
+# The steps whose Edit attention outcomes an export holds: each outcome is a search of its own (the pinning
+# pins one step for a whole batch), and every step of the demo's export would take 10 times its time.
+PIN_STEPS = 2
 COMPRESS_OVER = 256 * 1024  # characters of JSON from which the page embeds it gzip-compressed (about 15 times smaller)
 _STYLESHEET = re.compile(r'<link\b[^>]*\brel="stylesheet"[^>]*\bhref="/static/([\w.-]+\.css)"[^>]*>')
 _SCRIPT = re.compile(r'<script\b[^>]*\bsrc="/static/([\w.-]+\.js)"[^>]*>\s*</script>')
@@ -54,10 +57,12 @@ def length_examples(translator: Translator, n: int = 6) -> list[str]:
 
 def build_export(translators: Mapping[str, Translator], sentences: Sequence[str], beam: int | None = None,
                  top_k: int = 10, alternatives: int = 2, known: Mapping[str, str] | None = None,
-                 progress: bool = False, neighbours: int = 5) -> dict[str, Any]:
+                 progress: bool = False, neighbours: int = 5, pin_steps: int | None = PIN_STEPS) -> dict[str, Any]:
     """Every sentence explored by every model (name -> translator), with ``alternatives`` what-if re-decodings
     per step (0: none), each output scored against the sentence's reference in ``known`` (source -> reference)
-    where there is one, with ``neighbours`` nearest held-out decoder states per step. Numbers are rounded to
+    where there is one, with ``neighbours`` nearest held-out decoder states per step, and the Edit attention
+    outcomes (:func:`attnmt.decode.steps.pin_outcomes`) of the first ``pin_steps`` steps (None: every step; 0:
+    none) in the record's ``pins``. Numbers are rounded to
     :data:`PAGE_DECIMALS`. ``progress``: a bar on a terminal."""
     if not sentences:
         raise UserError("explore: no sentences to export; give at least one")
@@ -74,6 +79,8 @@ def build_export(translators: Mapping[str, Translator], sentences: Sequence[str]
                                      reference=known.get(sentence.strip()), neighbours=neighbours)
                     if alternatives:
                         record["alternatives"] = what_if(translator, record, alternatives, beam=beam)
+                    if pin_steps != 0:
+                        record["pins"] = pin_outcomes(translator, record, beam=beam, max_steps=pin_steps)
                 except UserError as e:
                     raise UserError(f"explore: sentence {number} ({_short(sentence)}), model {name}: {e}") from None
                 records[name] = _compact(record)

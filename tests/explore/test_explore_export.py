@@ -177,3 +177,34 @@ def test_the_command_the_demo_prints_opens_its_two_models(tiny_model, seq2seq, t
     assert data["sentences"][0]["reference"] is not None
     assert all(record["reference"]["text"] == data["sentences"][0]["reference"]
                for record in data["sentences"][0]["records"].values())
+
+
+@pytest.mark.parametrize("fixture", ["tiny_model", "tiny_transformer"])
+def test_each_edit_attention_outcome_is_the_live_pinned_decoding(fixture, request):
+    import numpy as np
+
+    from attnmt.decode.steps import explore, pin_choices
+
+    translator = load(request.getfixturevalue(fixture))
+    record = build_export({"m": translator}, [SENTENCE], beam=2, top_k=3, alternatives=0,
+                          pin_steps=2)["sentences"][0]["records"]["m"]
+    assert list(record["pins"]) == [str(i) for i in range(min(2, len(record["output"]["pieces"])))]
+    for step, outcomes in record["pins"].items():
+        i = int(step)
+        assert [o["pin"] for o in outcomes] == [{"step": i, "source": pin} for pin in pin_choices(record)]
+        for outcome in outcomes:
+            live = explore(translator, SENTENCE, beam=2, prefix_tokens=record["output"]["pieces"][:i],
+                           pin=outcome["pin"]["source"], heads=False, tree=False)
+            assert outcome["pin"] == live["pin"] and outcome["prefix"] == live["prefix"]
+            assert outcome["output"]["pieces"] == live["output"]["pieces"]
+            assert outcome["output"]["text"] == live["output"]["text"]
+            assert outcome["output"]["score"] == pytest.approx(live["output"]["score"], abs=1e-3)
+            assert [(s["output"], s["output_word"], s["forced"]) for s in outcome["steps"]] == [
+                (s["output"], s["output_word"], s["forced"]) for s in live["steps"]]
+            for level in ("pieces", "words"):
+                assert np.allclose(outcome["attention"][level]["mean"], live["attention"][level]["mean"], atol=1e-3)
+
+
+def test_a_model_that_cannot_be_pinned_has_no_edit_attention_outcomes(seq2seq):
+    record = build_export({"s": load(seq2seq)}, [SENTENCE], beam=2, alternatives=0)["sentences"][0]["records"]["s"]
+    assert record["pins"] == {}

@@ -48,7 +48,7 @@ function exploreShow(record) {
   const hasHeads = Boolean(record.attention && record.attention.pieces.layers);
   document.querySelector('[data-view="heads"]').classList.toggle("dim", !hasHeads);
   tab.dataset.empty = String(!hasHeads);
-  document.querySelector('[data-view="pin"]').classList.toggle("dim", !canPin(record) || ex.provider.mode === "export");
+  document.querySelector('[data-view="pin"]').classList.toggle("dim", !canPin(record) || (ex.provider.mode === "export" && !record.pins));
   const hasLayers = Boolean(layerKinds(record));
   document.querySelector('[data-view="layers"]').classList.toggle("dim", !hasLayers);
   byId("view-layers").dataset.empty = String(!hasLayers);

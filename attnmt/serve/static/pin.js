@@ -2,8 +2,9 @@
 // server decodes again with the decoder's attention at that step all on that word (its pieces share it), the
 // steps before it kept (POST /explore's prefix_tokens and pin). Before and after side by side, the pinned row
 // lit. An RNN attention model's one attention is pinned; a Transformer's cross-attention in every head of every
-// decoder layer (attnmt.decode.pinning says why). A model without attention (seq2seq) has nothing to pin, and an
-// exported file has no server to decode; each says so.
+// decoder layer (attnmt.decode.pinning says why). A model without attention (seq2seq) has nothing to pin, and
+// says so. An exported file has no server to decode: it reads the outcomes decoded in advance (the record's
+// pins, by step: those of its first steps, attnmt.explore.page.PIN_STEPS), and says so of a pin it lacks.
 "use strict";
 
 const pn = { step: null, record: null, busy: 0 };
@@ -22,7 +23,7 @@ function canPin(record) {
 function drawPinView() {
   const record = ex.record;
   const offline = ex.provider.mode === "export";
-  const able = canPin(record) && !offline;
+  const able = canPin(record) && (!offline || Boolean(record.pins));
   byId("pin-none").hidden = able;
   byId("pin-none").textContent = offline ? t("pin_export") : t("pin_none");
   byId("pin-box").hidden = !able;
@@ -59,9 +60,22 @@ function drawPinSources(record, u) {
     b.type = "button";
     b.dataset.col = String(col);
     const pieces = words ? record.source.piece_word.map((w, k) => (w === col ? k : -1)).filter((k) => k >= 0) : [col];
+    if (offline && !precomputedPin(record, pn.step, pieces)) {
+      b.disabled = true;
+      b.title = t("pin_offline", { n: Object.keys(record.pins).length });
+    }
     b.addEventListener("click", () => pinTo(pn.step, pieces));
     return b;
   }));
+  if (offline && box.querySelector("button:disabled")) {
+    box.appendChild(el("span", "muted", t("pin_offline", { n: Object.keys(record.pins).length })));
+  }
+}
+
+function precomputedPin(record, i, pieces) {
+  const same = (a, b) => a.length === b.length && a.every((k, n) => k === b[n]);
+  const found = ((record.pins || {})[String(i)] || []).find((r) => same(r.pin.source, pieces));
+  return found ? { ...found, source: record.source, model: record.model } : null;
 }
 
 async function pinTo(i, pieces) {
@@ -70,7 +84,8 @@ async function pinTo(i, pieces) {
   byId("pin-prompt").textContent = t("wi_loading");
   let record;
   try {
-    record = await ex.provider.explore(ex.record.source.text, ex.record.model.name, prefix, pieces);
+    record = ex.provider.mode === "export" ? precomputedPin(ex.record, i, pieces)
+      : await ex.provider.explore(ex.record.source.text, ex.record.model.name, prefix, pieces);
   } catch (e) {
     showError(e.message);
     return;
