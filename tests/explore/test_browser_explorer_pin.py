@@ -1,8 +1,9 @@
 """The explorer's "Edit attention" view in a real browser (Debian's chromium, headless, Playwright): a step and a
 source word chosen, the page shows the translation decoded with the attention at that step pinned to the word
 (POST /explore with prefix_tokens and pin), for an RNNsearch model and for a Transformer (every head of every
-layer pinned); a model without attention and an exported file say why, in English and in Chinese. Expected values
-come from the API."""
+layer pinned); a model without attention says why, in English and in Chinese. An exported file shows the outcomes
+decoded in advance with no server, and says which steps it holds. Expected values come from the API or the
+exported data."""
 
 from __future__ import annotations
 
@@ -113,8 +114,38 @@ def test_a_model_without_attention_says_why_there_is_nothing_to_edit(browser, ba
         page.context.close()
 
 
-def test_the_exported_file_says_editing_needs_the_server(browser, tiny_model, tmp_path):
-    data = build_export({"rnnsearch": load(tiny_model)}, [SENTENCE], beam=2, alternatives=0)
+def test_the_exported_file_shows_the_outcomes_decoded_in_advance_offline(browser, tiny_model, tmp_path):
+    data = build_export({"rnnsearch": load(tiny_model)}, [SENTENCE], beam=2, alternatives=0, pin_steps=1)
+    record = data["sentences"][0]["records"]["rnnsearch"]
+    assert len(record["output"]["pieces"]) > 1  # a step with no outcome to offer
+    path = tmp_path / "explore.html"
+    path.write_text(export_page(data), encoding="utf-8")
+    for locale, words in (("en-US", "This file holds the edits of steps 1 to 1"),
+                          ("zh-CN", "这个文件里只有第 1 到 1 步预先解码好的编辑")):
+        page = open_page(browser, path.as_uri(), locale=locale, offline=True)
+        try:
+            page.wait_for_selector("#explorer[data-source]")
+            page.select_option("#units", value="pieces")
+            page.click('.tabs [data-view="pin"]')
+            assert page.is_hidden("#pin-none") and page.is_visible("#pin-box")
+            page.click('#pin-target .tok[data-step="1"]')  # not decoded in advance
+            assert page.eval_on_selector_all("#pin-source button", "els => els.every(e => e.disabled)")
+            assert words in page.inner_text("#pin-source")
+            page.click('#pin-target .tok[data-step="0"]')
+            assert words not in page.inner_text("#pin-source")
+            page.click('#pin-source button[data-col="1"]')
+            page.wait_for_selector("#pin-result:not([hidden])")
+            outcome = next(o for o in record["pins"]["0"] if o["pin"]["source"] == [1])
+            assert texts(page, "#pin-after-text .tok") == outcome["output"]["pieces"]
+            assert cells(page, "#pin-after") == pytest.approx([w for row in outcome["attention"]["pieces"]["mean"]
+                                                               for w in row], abs=1e-3)
+            assert page.requests == [path.as_uri()] and not page.errors, page.errors
+        finally:
+            page.context.close()
+
+
+def test_an_exported_file_without_outcomes_says_editing_needs_the_server(browser, tiny_model, tmp_path):
+    data = build_export({"rnnsearch": load(tiny_model)}, [SENTENCE], beam=2, alternatives=0, pin_steps=0)
     path = tmp_path / "explore.html"
     path.write_text(export_page(data), encoding="utf-8")
     for locale, words in (("en-US", "it needs the live server (attnmt serve)"),

@@ -54,6 +54,7 @@ function drawPinSources(record, u) {
   }
   byId("pin-prompt").textContent = t("pin_prompt", { i: pn.step + 1, word: pieceLabel(record.steps[pn.step].output, u) });
   const words = u === "words";
+  const offline = ex.provider.mode === "export";
   const labels = words ? record.source.words : record.source.pieces.map((p) => pieceLabel(p, u));
   box.replaceChildren(...labels.map((label, col) => {
     const b = labelOf("button", "choice", label);
