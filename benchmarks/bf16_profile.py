@@ -288,16 +288,19 @@ class _OlderCrossEntropy(torch.autograd.Function):
 
 @contextmanager
 def cross_entropy_two_passes():
-    """The older blocked cross-entropy (:class:`_OlderCrossEntropy`) in the training loss."""
+    """The older blocked cross-entropy (:class:`_OlderCrossEntropy`) in the training loss, on the output layer's
+    whole logits (the older form of the output layer too: not fused with the loss)."""
     import attnmt.train.loss as loss
+    from benchmarks.cpu_training import unfused_output_loss
 
-    saved = loss.cross_entropy_sum
+    saved = loss.output_loss, loss.cross_entropy_sum
+    loss.output_loss = unfused_output_loss
     loss.cross_entropy_sum = lambda scores, target, ignore_index, eps=0.0: _OlderCrossEntropy.apply(
         scores, target, ignore_index, float(eps))
     try:
         yield
     finally:
-        loss.cross_entropy_sum = saved
+        loss.output_loss, loss.cross_entropy_sum = saved
 
 
 # Each lever of the library against its older form, as bf16 steps in turns within a round.

@@ -58,17 +58,27 @@ def loop_guidance_matrix(guidance, src_len, tgt_len, device, offset=0, extra_row
 
 @contextmanager
 def plain_torch():
-    """attnmt's training with torch's cross-entropy, nn.Dropout's mask and the per-piece guidance matrix."""
-    import attnmt.train.loss
+    """attnmt's training with the output layer's logits and torch's cross-entropy on them, nn.Dropout's mask and
+    the per-piece guidance matrix."""
+    import attnmt.train.loss as loss
     from attnmt.models.dropout import Dropout
 
-    saved = attnmt.train.loss.cross_entropy_sum, attnmt.train.loss.guidance_matrix, Dropout.forward
-    attnmt.train.loss.cross_entropy_sum, attnmt.train.loss.guidance_matrix = torch_loss, loop_guidance_matrix
+    saved = loss.output_loss, loss.cross_entropy_sum, loss.guidance_matrix, Dropout.forward
+    loss.output_loss, loss.cross_entropy_sum = unfused_output_loss, torch_loss
+    loss.guidance_matrix = loop_guidance_matrix
     Dropout.forward = lambda self, x: F.dropout(x, self.p, self.training)
     try:
         yield
     finally:
-        attnmt.train.loss.cross_entropy_sum, attnmt.train.loss.guidance_matrix, Dropout.forward = saved
+        loss.output_loss, loss.cross_entropy_sum, loss.guidance_matrix, Dropout.forward = saved
+
+
+def unfused_output_loss(trained, features, tgt_out, label_smoothing=0.0):
+    """The training loss from the whole [tokens, vocabulary] logits: the output layer, then ``nll_loss`` (which
+    reads ``attnmt.train.loss.cross_entropy_sum``)."""
+    import attnmt.train.loss as loss
+
+    return loss.nll_loss(getattr(trained, "module", trained).output(features), tgt_out, label_smoothing)
 
 
 def median_ms(fn, repeats: int) -> float:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from torch import Tensor
+from torch import Tensor, nn
 
 
 @runtime_checkable
@@ -30,8 +30,14 @@ class TranslationModel(Protocol):
     # whether forward_with_self_attention gives the encoder's and decoder's self-attention (the explorer's)
     has_self_attention: bool
 
-    def forward(self, src: Tensor, src_len: Tensor, tgt_in: Tensor) -> tuple[Tensor, Tensor | None]:
-        """Teacher forcing: logits [B,T,V] and attention alpha [B,T,S] (None without attention)."""
+    # the output layer, an nn.Linear: logits = output(features); training fuses it with the loss
+    # (attnmt.train.cross_entropy.linear_cross_entropy_sum)
+    output: nn.Linear
+
+    def forward(self, src: Tensor, src_len: Tensor, tgt_in: Tensor,
+                features: bool = False) -> tuple[Tensor, Tensor | None]:
+        """Teacher forcing: logits [B,T,V] (``features=True``: the output layer's input [B,T,d] instead) and
+        attention alpha [B,T,S] (None without attention)."""
         ...
 
     def encode(self, src: Tensor, src_len: Tensor) -> dict[str, Tensor]:

@@ -131,10 +131,12 @@ class EncoderDecoder(nn.Module):
     def logits(self, t: Tensor) -> Tensor:
         return self.output(self.pre_output(t))
 
-    def forward(self, src: Tensor, src_len: Tensor, tgt_in: Tensor) -> tuple[Tensor, Tensor | None]:
+    def forward(self, src: Tensor, src_len: Tensor, tgt_in: Tensor,
+                features: bool = False) -> tuple[Tensor, Tensor | None]:
+        """Teacher forcing: logits [B,T,V] (``features=True``: what the output layer reads, instead) and alpha."""
         enc = self.encode(src, src_len)
         t, alpha = self.decoder(tgt_in, self.init_state(enc), enc)
-        return self.logits(t), alpha
+        return self.pre_output(t) if features else self.logits(t), alpha
 
     def init_state(self, enc: dict[str, Tensor]) -> dict[str, Tensor]:
         return self.decoder.init_state(enc)

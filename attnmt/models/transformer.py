@@ -258,13 +258,14 @@ class Transformer(nn.Module):
         return self.dec_ln(y), new_state, weights
 
     def forward(self, src: Tensor, src_len: Tensor, tgt_in: Tensor, layer: int = -1,
-                head: int | None = None, full_context: bool = False) -> tuple[Tensor, Tensor]:
+                head: int | None = None, full_context: bool = False, features: bool = False) -> tuple[Tensor, Tensor]:
         """Teacher forcing: logits [B,T,V] and one decoder layer's cross-attention [B,T,S]: the last
         layer's (or ``layer``'s), averaged over the heads (or ``head``'s alone).
 
         ``full_context`` takes that attention from a second decoder pass without the causal mask, up
         to ``layer``, in which every position sees the whole target (Garg et al. 2019: the
         aligner knows the words after the one it aligns). The logits always come from the causal pass.
+        ``features=True`` gives what the output layer (``self.output``) reads, [B,T,D], instead of the logits.
         """
         enc = self.encode(src, src_len)
         y, _, weights = self._decode(tgt_in, self.init_state(enc), enc)
@@ -273,7 +274,7 @@ class Transformer(nn.Module):
             weights = self._decode(tgt_in, self.init_state(enc), enc, full_context=True, n_layers=n_layers)[2]
             layer = n_layers - 1
         chosen = weights[layer]
-        return self.output(y), chosen.mean(dim=1) if head is None else chosen[:, head]
+        return y if features else self.output(y), chosen.mean(dim=1) if head is None else chosen[:, head]
 
     def decode_step(self, y_prev: Tensor, state: dict[str, Tensor], enc: dict[str, Tensor]):
         """One token y_prev [B] -> float32 log p(y | y_<=prev, x) [B,V], the new state, alpha [B,S]."""

@@ -4,6 +4,7 @@ each is a mapping of its own and freeing it lowers the resident memory."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -56,3 +57,45 @@ def test_training_sets_up_its_process(tiny_corpus, tmp_path, monkeypatch):
     monkeypatch.setattr(trainer, "training_process", calls.append)
     trainer.train(tiny_config(tiny_corpus, max_steps=1, threads=1), tmp_path / "m", quiet=True)
     assert calls == [1]
+
+
+# bf16 products of 160 shapes, forward and backward, as the batches of a training run change shape: prints how
+# much the resident memory grew, in MiB.
+SHAPES = """
+import random, sys
+from pathlib import Path
+import torch
+if sys.argv[1] == "kept":
+    from attnmt.runtime.threads import training_process
+    training_process(1)
+else:
+    torch.set_num_threads(1)
+def rss():
+    return int(next(l for l in Path("/proc/self/status").read_text().splitlines() if l.startswith("VmRSS")).split()[1])
+w = torch.randn(512, 128, requires_grad=True)
+random.seed(0)
+for i in range(160):
+    if i == 40:  # the bounded caches full
+        before = rss()
+    x = torch.randn(random.randint(20, 200), random.randint(5, 30), 128, requires_grad=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = torch.nn.functional.linear(x, w)
+    y.float().sum().backward()
+print((rss() - before) // 1024)
+"""
+
+
+@pytest.mark.skipif(not (sys.platform.startswith("linux") and getattr(__import__("torch").cpu,
+                                                                     "_is_avx512_bf16_supported", bool)()),
+                    reason="oneDNN's bf16 products (a CPU with AVX-512-BF16), read through /proc")
+def test_a_training_process_holds_onednns_caches_of_compiled_products_small():
+    def grown(mode: str) -> int:
+        caches = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")
+        env = {k: v for k, v in os.environ.items() if k not in caches}
+        done = subprocess.run([sys.executable, "-c", SHAPES, mode], capture_output=True, text=True, timeout=120,
+                              env=env)
+        assert done.returncode == 0, done.stderr[-1000:]
+        return int(done.stdout)
+
+    assert grown("default") >= 60  # every new shape's kernels kept
+    assert grown("kept") < 15
