@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -33,32 +36,54 @@ def tiny_config(data_dir: Path, model_type: str = "rnnsearch", **train) -> Confi
     )
 
 
+def made_once(tmp_path_factory, name: str, make: Callable[[Path], object]) -> Path:
+    """The folder `name`, made by `make(folder)` once per test run. Under pytest-xdist each worker is a process with
+    session fixtures of its own: the first worker to ask makes the folder in the run's temporary folder, which all
+    workers share, and the others wait for it (a lock file) and read it."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        folder = tmp_path_factory.mktemp(name)
+        make(folder)
+        return folder
+    shared = tmp_path_factory.getbasetemp().parent
+    folder, done = shared / name, shared / f"{name}.done"
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or when a worker dies
+        if not done.exists():
+            make(folder)
+            done.touch()
+    return folder
+
+
 @pytest.fixture(scope="session")
 def tiny_corpus(tmp_path_factory) -> Path:
     from attnmt.data.synthetic_corpus import make_splits, write_corpus
 
-    directory = tmp_path_factory.mktemp("corpus")
-    for name, pairs in make_splits(600, 40, 40, min_len=3, max_len=10, seed=5).items():
-        write_corpus(pairs, directory, name)
-    return directory
+    def make(directory: Path) -> None:
+        directory.mkdir(exist_ok=True)
+        for name, pairs in make_splits(600, 40, 40, min_len=3, max_len=10, seed=5).items():
+            write_corpus(pairs, directory, name)
+
+    return made_once(tmp_path_factory, "corpus", make)
 
 
 @pytest.fixture(scope="session")
 def tiny_model(tiny_corpus, tmp_path_factory) -> Path:
     from attnmt.train.trainer import train
 
-    model_dir = tmp_path_factory.mktemp("models") / "rnnsearch"
-    train(tiny_config(tiny_corpus), model_dir, quiet=True)
-    return model_dir
+    models = made_once(tmp_path_factory, "rnnsearch", lambda d: train(tiny_config(tiny_corpus), d / "rnnsearch",
+                                                                       quiet=True))
+    return models / "rnnsearch"
 
 
 @pytest.fixture(scope="session")
 def tiny_transformer(tiny_corpus, tmp_path_factory) -> Path:
-    """A tiny trained Transformer (tests/serve/test_serve.py's train_tiny_transformer), shared by the tests that
-    need one model with heads and self-attention."""
-    from tests.serve.test_serve import train_tiny_transformer
+    """A 1-layer, 2-head Transformer trained for 60 steps (about two seconds), for the tests that need one model with
+    heads and self-attention."""
+    from attnmt.train.trainer import train
 
-    return train_tiny_transformer(tiny_corpus, tmp_path_factory.mktemp("models") / "transformer")
+    config = tiny_config(tiny_corpus, "transformer", max_steps=60, valid_bleu_sample=0)
+    models = made_once(tmp_path_factory, "transformer", lambda d: train(config, d / "transformer", quiet=True))
+    return models / "transformer"
 
 
 @pytest.fixture(scope="session")

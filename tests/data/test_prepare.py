@@ -1,10 +1,9 @@
-"""`attnmt prepare` from the command line, data.train lists in configs, and torchrun ranks sharing one store."""
+"""`attnmt prepare` from the command line and data.train lists in configs (torchrun ranks sharing one store:
+tests/train/test_training_options.py)."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 import yaml
@@ -12,7 +11,6 @@ import yaml
 from attnmt.cli import main
 from attnmt.config.schema import config_from_dict, config_to_dict
 from attnmt.errors import UserError
-from attnmt.folder.checkpoint import load_checkpoint
 from tests.conftest import tiny_config
 
 
@@ -84,18 +82,3 @@ def test_a_tsv_corpus_gives_the_pairs_of_read_tsv(tmp_path):
     config.data.train = [{"name": "b", "src": None, "tgt": None, "tsv": str(tmp_path / "b.tsv"), "weight": 1.0}]
     with pytest.raises(UserError, match=r"b.tsv:2 is empty but column 1 is needed"):
         prepare(config, tmp_path / "n", workers=1, progress=False)
-
-
-def test_torchrun_ranks_train_from_one_store(tiny_corpus, tmp_path):
-    path = write_config(tmp_path, tiny_corpus, store_dir=str(tmp_path / "cache"))
-    proc = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29541",
-         "-m", "attnmt", "train", str(path), "--model-dir", str(tmp_path / "ddp")],
-        capture_output=True, text=True, timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert load_checkpoint(tmp_path / "ddp" / "checkpoints" / "last.pt")["train_state"]["step"] == 3
-    stores = [p for p in (tmp_path / "cache").iterdir()]
-    assert len(stores) == 1 and (stores[0] / "meta.json").is_file()  # one store, prepared once, no temporaries
-    log = [json.loads(line) for line in (tmp_path / "ddp" / "train_log.jsonl").open(encoding="utf-8")]
-    assert sum(1 for r in log if r.get("prepared")) == 1

@@ -45,13 +45,15 @@ def test_a_pipe_gets_each_translation_before_it_sends_the_next_line(capsys, tiny
         proc.kill() if proc.poll() is None else None
 
 
-def test_a_pipe_written_at_once_gives_the_file_translations(capsys, tiny_model, tmp_path):
+def test_a_pipe_written_at_once_gives_the_file_translations(capsys, tiny_model, tmp_path, monkeypatch):
     expected = batch_output(capsys, tiny_model, tmp_path)
-    data = "".join(line + "\n" for line in LINES).encode("utf-8")
-    done = subprocess.run([sys.executable, "-m", "attnmt", "translate", "--model", str(tiny_model), "--beam", "2"],
-                          input=data, capture_output=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.decode("utf-8").splitlines() == expected
+    read, write = os.pipe()
+    os.write(write, "".join(line + "\n" for line in LINES).encode("utf-8"))
+    os.close(write)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(os.fdopen(read, "rb")))
+    code, out, err = run(capsys, "translate", "--model", str(tiny_model), "--beam", "2")
+    assert code == 0, err
+    assert out.splitlines() == expected
 
 
 def test_a_group_takes_the_lines_ready_up_to_its_size():

@@ -81,7 +81,7 @@ def test_every_model_type_decodes_in_int8(model_type, model_settings, tiny_corpu
     from attnmt.train.trainer import train
     from tests.conftest import tiny_config
 
-    config = tiny_config(tiny_corpus, model_type)
+    config = tiny_config(tiny_corpus, model_type, valid_every=120, valid_bleu_sample=0)  # one validation, no BLEU
     for key, value in model_settings.items():
         setattr(config.model, key, value)
     train(config, tmp_path / "m", quiet=True)

@@ -13,10 +13,10 @@ from __future__ import annotations
 import gzip
 import importlib
 import json
+import os
 import re
 import shlex
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -57,10 +57,27 @@ def tiny(config: Path, vocab_size: int, extra: list[str]) -> list[str]:
     return [arg for s in sets for arg in ("--set", s)]
 
 
-def run_readme(root: Path, commands: list[str], vocab_size: int, extra: list[str]) -> list[str]:
-    """Run each README command from `root`: attnmt through `main`, a piped `echo` in a real process.
-    Returns the outputs of the piped translations."""
-    piped = []
+def piped(argv: list[str], line: str, capsys) -> str:
+    """`echo LINE | attnmt ARGV` in this process: `main` reads its stdin from a real pipe (the live translate loop,
+    as behind `echo`; tests/decode/test_interactive.py runs that loop in a process of its own). Returns stdout."""
+    read, write = os.pipe()
+    with os.fdopen(write, "w", encoding="utf-8") as writer:
+        writer.write(line + "\n")
+    stdin = sys.stdin
+    with open(read, encoding="utf-8") as sys.stdin:
+        try:
+            code = main(argv)
+        finally:
+            sys.stdin = stdin
+    out, err = capsys.readouterr()
+    assert code == 0, err[-2000:]
+    return out
+
+
+def run_readme(root: Path, commands: list[str], vocab_size: int, extra: list[str], capsys) -> tuple[list[str], str]:
+    """Run each README command from `root` through `main`, a piped `echo` with its line on a pipe for stdin.
+    Returns the outputs of the piped translations and what the other commands printed."""
+    outputs, printed = [], capsys.readouterr().out
     for command in commands:
         echo, _, rest = command.rpartition("|")
         argv = shlex.split(rest)
@@ -68,14 +85,11 @@ def run_readme(root: Path, commands: list[str], vocab_size: int, extra: list[str
         if argv[1] == "train":
             argv += tiny(root / argv[2], vocab_size, extra)
         if echo:
-            sentence = shlex.split(echo)[1]
-            done = subprocess.run([sys.executable, "-m", "attnmt", *argv[1:]], input=sentence + "\n", cwd=root,
-                                  capture_output=True, text=True, timeout=300)
-            assert done.returncode == 0, (command, done.stderr[-2000:])
-            piped.append(done.stdout.strip())
+            outputs.append(piped(argv[1:], shlex.split(echo)[1], capsys).strip())
         else:
             assert main(argv[1:]) == 0, command
-    return piped
+            printed += capsys.readouterr().out
+    return outputs, printed
 
 
 def run_benchmark(module: str, argv: list[str], monkeypatch) -> None:
@@ -108,10 +122,10 @@ def test_the_multi30k_recipe_runs_as_its_readme_says(tmp_path, monkeypatch, caps
     for path in (root / "data" / "multi30k").glob("*.gz"):  # then a slice, for tiny training
         cut(path, 200 if path.name.startswith("train") else 12)
 
-    piped = run_readme(root, commands[1:], vocab_size=300, extra=[])
+    piped, printed = run_readme(root, commands[1:], vocab_size=300, extra=[], capsys=capsys)
     assert len(piped) == 1 and piped[0]  # a tiny model says something, in one line
     assert (root / "models" / "multi30k_de_en_transformer" / "checkpoints" / "averaged.pt").is_file()
-    assert "BLEU" in capsys.readouterr().out
+    assert "BLEU" in printed
 
     # every config the README names is in the recipe, and every config of the recipe trains
     named = set(re.findall(r"recipes/multi30k/(\w+\.yaml)", (ROOT / "recipes/multi30k/README.md").read_text("utf-8")))
@@ -139,8 +153,8 @@ def test_the_chinese_recipe_runs_as_its_readme_says(tmp_path, monkeypatch, capsy
     assert main(["data", "tatoeba", "cmn-eng", "data/tatoeba", "--from", str(cmn)]) == 0
     assert (root / "data" / "tatoeba" / "cmn-eng.tsv.gz").is_file()
 
-    piped = run_readme(root, commands[1:], vocab_size=120, extra=["data.valid_size=4", "data.test_size=4",
-                                                                   "train.valid_bleu_sample=0"])
+    piped, _ = run_readme(root, commands[1:], vocab_size=120, extra=["data.valid_size=4", "data.test_size=4",
+                                                                   "train.valid_bleu_sample=0"], capsys=capsys)
     assert len(piped) == 2 and all(piped)
     assert re.search(r"[\u4e00-\u9fff]", piped[1])  # English -> Chinese says something in Chinese
     assert (root / "woaini.png").stat().st_size > 0

@@ -27,20 +27,8 @@ with warnings.catch_warnings():  # newer Starlette warns, on import, that its Te
 from attnmt.decode.translator import load
 from attnmt.serve import Limits, create_app
 from attnmt.serve.engine import parse_model_spec
-from tests.conftest import tiny_config
 
 SENTENCE = "gupo pelido duno gute"  # from the synthetic language the tiny models learned
-_TRANSFORMERS: dict[Path, Path] = {}
-
-
-def train_tiny_transformer(corpus: Path, directory: Path) -> Path:
-    """A 1-layer, 2-head Transformer trained for 60 steps (about two seconds); made once per corpus."""
-    if corpus not in _TRANSFORMERS:
-        from attnmt.train.trainer import train
-
-        train(tiny_config(corpus, "transformer", max_steps=60, valid_bleu_sample=0), directory, quiet=True)
-        _TRANSFORMERS[corpus] = directory
-    return _TRANSFORMERS[corpus]
 
 
 @pytest.fixture(scope="module")

@@ -98,15 +98,16 @@ def test_n_best_is_sorted_and_sized(tiny_model):
 
 def test_resume_continues_to_identical_weights(tiny_corpus, tmp_path):
     """A run stopped half-way and resumed ends where an uninterrupted run ends (CPU, fixed seed)."""
-    whole = tmp_path / "whole"
-    train(tiny_config(tiny_corpus, max_steps=60, valid_every=20, valid_bleu_sample=0), whole, quiet=True)
+    whole = tmp_path / "whole"  # 30 steps of about 12 batches an epoch: stopped in the second, ended in the third
+    train(tiny_config(tiny_corpus, max_steps=30, valid_every=10, valid_bleu_sample=0), whole, quiet=True)
     part = tmp_path / "part"
-    train(tiny_config(tiny_corpus, max_steps=40, valid_every=20, valid_bleu_sample=0), part, quiet=True)
-    train(tiny_config(tiny_corpus, max_steps=60, valid_every=20, valid_bleu_sample=0), part, resume=True,
+    train(tiny_config(tiny_corpus, max_steps=20, valid_every=10, valid_bleu_sample=0), part, quiet=True)
+    train(tiny_config(tiny_corpus, max_steps=30, valid_every=10, valid_bleu_sample=0), part, resume=True,
           quiet=True)
     a = load_checkpoint(whole / "checkpoints" / "last.pt")
     b = load_checkpoint(part / "checkpoints" / "last.pt")
-    assert a["train_state"]["step"] == b["train_state"]["step"] == 60
+    assert a["train_state"]["step"] == b["train_state"]["step"] == 30
+    assert 1 <= b["train_state"]["epoch"] < 30 // 2  # epochs crossed, within an epoch (not one batch an epoch)
     for name, tensor in a["model"].items():
         assert torch.equal(tensor, b["model"][name]), name
 

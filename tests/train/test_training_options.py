@@ -218,7 +218,9 @@ def test_early_stopping_on_bleu_or_chrf(tiny_corpus, tmp_path, monkeypatch, metr
 
 
 def test_two_processes_accumulating_2_batches_each_equal_one_process_over_all_4(tiny_corpus, tmp_path):
-    """torchrun: the inner batches are not all-reduced (no_sync), the last one is; the result is one batch of 4."""
+    """torchrun: the inner batches are not all-reduced (no_sync), the last one is; the result is one batch of 4.
+    The ranks train from one store in a shared data.store_dir, prepared once (tests/train/test_distributed.py has
+    them prepare it in the model folder)."""
     import subprocess
     import sys
 
@@ -230,6 +232,7 @@ def test_two_processes_accumulating_2_batches_each_equal_one_process_over_all_4(
     config = tiny_config(tiny_corpus, max_steps=steps, valid_every=100, valid_bleu_sample=0, accum_steps=2,
                          log_every=1)
     config.model.dropout = 0.0
+    config.data.store_dir = str(tmp_path / "cache")
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config_to_dict(config)), encoding="utf-8")
     proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
@@ -238,8 +241,13 @@ def test_two_processes_accumulating_2_batches_each_equal_one_process_over_all_4(
     assert proc.returncode == 0, proc.stderr[-3000:]
     trained = load_checkpoint(tmp_path / "ddp" / "checkpoints" / "last.pt")
     assert trained["train_state"]["batch_in_epoch"] == 4 * steps
+    stores = list((tmp_path / "cache").iterdir())
+    assert len(stores) == 1 and (stores[0] / "meta.json").is_file()  # one store, prepared once, no temporaries
+    log = [json.loads(line) for line in (tmp_path / "ddp" / "train_log.jsonl").open(encoding="utf-8")]
+    assert sum(1 for r in log if r.get("prepared")) == 1
 
-    src, tgt, data = data_of(config, tmp_path / "ddp")
+    src, tgt = load_processors(tmp_path / "ddp")
+    data = StoreData(stores[0])
     batches = list(training_batches(data, config, epoch=0))
     model = initial_model(config, src, tgt)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.train.lr)
