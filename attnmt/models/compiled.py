@@ -80,6 +80,9 @@ def compile_decoder_step(model: nn.Module) -> nn.Module:
     those of the eager step but for rounding. Decoding only: training and teacher forcing stay eager.
     """
     _opaque_int8_layers(model)
+    # torch keeps the graphs of one function's code together, up to recompile_limit (8): every model of a type
+    # shares its decode_step's code, and each compiles about five graphs (a server may load several)
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
     # an instance attribute shadows the class's method: every caller of model.decode_step gets the compiled one
     model.decode_step = torch.compile(type(model).decode_step.__get__(model), dynamic=True)
     model.compiled_step = True
@@ -92,10 +95,10 @@ def is_compiled(model: nn.Module) -> bool:
 
 
 def warm_up(translate, beam: int) -> float:
-    """Compile the graphs a search needs by translating a short sentence and a longer one, greedily and with
-    ``beam``; returns the seconds it took. ``translate(text, beam)`` is a translator's call."""
+    """Compile the graphs a search needs by translating a sentence greedily and with ``beam``; returns the seconds
+    it took. ``translate(text, beam)`` is a translator's call. (A source of one piece, sizes torch specialises,
+    compiles its own graphs when it first comes.)"""
     start = time.perf_counter()
-    for text in ("a", "a b c d e f g h"):
-        for width in sorted({1, beam}):
-            translate(text, width)
+    for width in sorted({1, beam}):
+        translate("a b c d e f g h", width)
     return time.perf_counter() - start
