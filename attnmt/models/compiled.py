@@ -35,18 +35,21 @@ from torch import Tensor, nn
 __all__ = ["compile_decoder_step", "is_compiled", "warm_up"]
 
 _PACKED: list = []  # the packed int8 weights of the layers replaced by attnmt::linear_int8, by index
-_OUT_FEATURES: list[int] = []
 
 
 @torch.library.custom_op("attnmt::linear_int8", mutates_args=())
-def linear_int8(x: Tensor, index: int) -> Tensor:
-    """torch.ao's dynamic int8 linear layer ``index`` of :data:`_PACKED` (as its forward computes it)."""
+def linear_int8(x: Tensor, index: int, out_features: int) -> Tensor:
+    """torch.ao's dynamic int8 linear layer ``index`` of :data:`_PACKED` (as its forward computes it).
+
+    ``out_features`` is an argument, not read from the layer, so that it is part of the traced graph: inductor's
+    on-disk cache keys a compiled graph by its code, and two models whose layers share an index but not a width
+    must not share a graph."""
     return torch.ops.quantized.linear_dynamic(x, _PACKED[index], reduce_range=True).to(x.dtype)
 
 
 @linear_int8.register_fake
-def _(x: Tensor, index: int) -> Tensor:
-    return x.new_empty(*x.shape[:-1], _OUT_FEATURES[index])
+def _(x: Tensor, index: int, out_features: int) -> Tensor:
+    return x.new_empty(*x.shape[:-1], out_features)
 
 
 class _Int8Linear(nn.Module):
@@ -57,10 +60,9 @@ class _Int8Linear(nn.Module):
         self.index = len(_PACKED)
         self.in_features, self.out_features = layer.in_features, layer.out_features
         _PACKED.append(layer._packed_params._packed_params)
-        _OUT_FEATURES.append(layer.out_features)
 
     def forward(self, x: Tensor) -> Tensor:
-        return torch.ops.attnmt.linear_int8(x, self.index)
+        return torch.ops.attnmt.linear_int8(x, self.index, self.out_features)
 
 
 def _opaque_int8_layers(model: nn.Module) -> None:
