@@ -21,7 +21,7 @@ opaque operator, ``attnmt::linear_int8``, that calls the same packed weight with
 (``quantized::linear_dynamic``): the int8 arithmetic is unchanged and the graph stays whole around it.
 
 The compiled step's fused loops add in another order than torch's eager kernels, so log probs differ in the last
-bits; the chosen tokens are the same unless two candidates tie to that precision (tests/models/test_compiled.py
+bits; the chosen tokens are the same unless two candidates tie to that precision (tests/slow/test_compiled_step.py
 compares greedy and beam outputs).
 """
 
