@@ -14,8 +14,14 @@ Reported per engine and setting: sentences/s, target tokens/s (attnmt's target t
 memory, BLEU and chrF against ``--ref`` (sacreBLEU, attnmt.decode.evaluate.corpus_scores), and the share of sentences
 translated exactly as attnmt float32 translates them; per setting, the ratios the deployment guide quotes
 (CTranslate2 int8 against attnmt float32 and against attnmt int8, BLEU differences). ``--profile N`` adds where
-attnmt int8 spends its time at the first batch size and the last beam and thread count asked for: torch.profiler's
-operators by their own time over N sentences, and the share of the wall time no operator accounts for (Python).
+attnmt int8 (and attnmt compiled int8, when run) spends its time at the first batch size and the last beam and thread
+count asked for: torch.profiler's operators by their own time over N sentences, and the share of the wall time no
+operator accounts for (Python).
+
+``--engines`` picks the engines (in quotes, e.g. ``--engines "attnmt int8" "attnmt compiled int8"``): beside the four,
+``attnmt compiled float32`` and ``attnmt compiled int8`` decode with the decoder step compiled by torch.compile
+(``load(compile_step=True)``, :mod:`attnmt.models.compiled`), whose compilation at load each run reports
+(``compile_s``). Without a CTranslate2 engine nothing is exported, so any model type runs.
 """
 
 from __future__ import annotations
@@ -33,6 +39,8 @@ from pathlib import Path
 from benchmarks.common import run_child, write_result
 
 ENGINES = ("attnmt float32", "attnmt int8", "ctranslate2 float32", "ctranslate2 int8")
+# attnmt with its decoder step compiled (load(compile_step=True), attnmt.models.compiled): --engines adds them
+COMPILED = ("attnmt compiled float32", "attnmt compiled int8")
 
 
 def child(args) -> None:
@@ -41,13 +49,17 @@ def child(args) -> None:
 
     from attnmt.decode.translator import load
 
-    engine, _, precision = args.child.partition(" ")
+    words = args.child.split()
+    engine, precision = words[0], words[-1]
     torch.set_num_threads(args.threads)
+    start = time.perf_counter()
     if engine == "attnmt":
-        translator = load(args.model, checkpoint=args.checkpoint, int8=precision == "int8")
+        translator = load(args.model, checkpoint=args.checkpoint, int8=precision == "int8",
+                          compile_step="compiled" in words)
     else:
         translator = load(args.model, threads=args.threads)
         translator.return_attention = False  # attnmt's search keeps its attention as it goes; this one asks
+    load_s = time.perf_counter() - start
     sources = Path(args.src).read_text(encoding="utf-8").splitlines()
     options = dict(beam=args.beam, batch_size=args.batch, batch_tokens=10**9)
     translator.translate(sources[:1], **options)  # warm-up
@@ -58,7 +70,8 @@ def child(args) -> None:
     outputs = translator.translate(sources, **options)
     seconds = time.perf_counter() - start
     print(json.dumps({"seconds": seconds, "texts": [t.text for t in outputs],
-                      "tgt_tokens": sum(len(t.tgt_tokens) + 1 for t in outputs),
+                      "tgt_tokens": sum(len(t.tgt_tokens) + 1 for t in outputs), "load_s": load_s,
+                      "compile_s": getattr(translator, "compile_seconds", None),
                       "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 
 
@@ -79,14 +92,29 @@ def profile(translator, sources: list[str], options: dict, top: int = 15) -> dic
 
 
 def ratios(engines: dict[str, dict]) -> dict:
-    """The deployment targets' ratios for one setting."""
-    fp32, int8 = engines["attnmt float32"], engines["attnmt int8"]
-    ct2, ct2_int8 = engines["ctranslate2 float32"], engines["ctranslate2 int8"]
-    return {"ctranslate2_int8_over_attnmt_float32": round(ct2_int8["sentences_per_s"] / fp32["sentences_per_s"], 2),
-            "ctranslate2_int8_over_attnmt_int8": round(ct2_int8["sentences_per_s"] / int8["sentences_per_s"], 2),
-            "ctranslate2_float32_bleu_minus_attnmt_float32": round(ct2["bleu"] - fp32["bleu"], 2),
-            "ctranslate2_int8_bleu_minus_float32": round(ct2_int8["bleu"] - ct2["bleu"], 2),
-            "attnmt_int8_bleu_minus_float32": round(int8["bleu"] - fp32["bleu"], 2)}
+    """The deployment targets' ratios for one setting, of the engines it ran: CTranslate2 int8's speed over each
+    attnmt engine's, a compiled step's over its eager one's, and the BLEU differences."""
+    def key(engine: str) -> str:
+        return engine.replace(" ", "_")
+
+    def faster(a: str, b: str) -> None:
+        if a in engines and b in engines:
+            out[f"{key(a)}_over_{key(b)}"] = round(engines[a]["sentences_per_s"] / engines[b]["sentences_per_s"], 2)
+
+    def bleu(a: str, b: str, name: str) -> None:
+        if a in engines and b in engines:
+            out[name] = round(engines[a]["bleu"] - engines[b]["bleu"], 2)
+
+    out: dict[str, float] = {}
+    for engine in ("attnmt float32", "attnmt int8", *COMPILED):
+        faster("ctranslate2 int8", engine)
+    for precision in ("float32", "int8"):
+        faster(f"attnmt compiled {precision}", f"attnmt {precision}")
+        bleu(f"attnmt compiled {precision}", f"attnmt {precision}", f"attnmt_compiled_{precision}_bleu_minus_eager")
+    bleu("ctranslate2 float32", "attnmt float32", "ctranslate2_float32_bleu_minus_attnmt_float32")
+    bleu("ctranslate2 int8", "ctranslate2 float32", "ctranslate2_int8_bleu_minus_float32")
+    bleu("attnmt int8", "attnmt float32", "attnmt_int8_bleu_minus_float32")
+    return out
 
 
 def setting_name(batch: int, beam: int, threads: int) -> str:
@@ -97,8 +125,9 @@ def measure(args, folders: dict[str, str], source: Path) -> dict[str, dict[str, 
     """Every run's child report, by setting name and engine, over ``args.rounds`` alternating rounds."""
     runs: dict[str, dict[str, list[dict]]] = {}
     settings = list(itertools.product(args.batch, args.beam, args.threads))
+    engines = tuple(args.engines)
     for round_ in range(args.rounds):
-        order = ENGINES[round_ % len(ENGINES):] + ENGINES[:round_ % len(ENGINES)]
+        order = engines[round_ % len(engines):] + engines[:round_ % len(engines)]
         for batch, beam, threads in settings:
             name = setting_name(batch, beam, threads)
             for engine in order:
@@ -117,7 +146,7 @@ def summarize(runs: dict[str, dict[str, list[dict]]], references: list[str]) -> 
 
     table = {}
     for name, engines in runs.items():
-        baseline = engines["attnmt float32"][0]["texts"]
+        baseline = engines["attnmt float32" if "attnmt float32" in engines else next(iter(engines))][0]["texts"]
         table[name] = {}
         for engine, reports in engines.items():
             texts = reports[0]["texts"]
@@ -131,15 +160,18 @@ def summarize(runs: dict[str, dict[str, list[dict]]], references: list[str]) -> 
                 "bleu": round(scores.bleu, 2), "chrf": round(scores.chrf, 2),
                 "identical_to_attnmt_float32": round(sum(a == b for a, b in zip(texts, baseline)) / len(texts), 4),
             }
+            if reports[0].get("compile_s") is not None:  # the compiled step's compilation at load, in each round
+                table[name][engine]["compile_s"] = [round(r["compile_s"], 1) for r in reports]
         table[name]["ratios"] = ratios(table[name])
     return table
 
 
-def profile_child(args, source: Path) -> dict:
-    """The profile of attnmt int8 at the first batch size and the last beam and thread count, in its own process."""
+def profile_child(args, source: Path, engine: str) -> dict:
+    """The profile of an attnmt engine at the first batch size and the last beam and thread count, in its own
+    process."""
     batch, beam, threads = args.batch[0], args.beam[-1], args.threads[-1]
     report = run_child("ctranslate2", [
-        "--child", "attnmt int8", "--model", args.model, "--checkpoint", args.checkpoint, "--src", str(source),
+        "--child", engine, "--model", args.model, "--checkpoint", args.checkpoint, "--src", str(source),
         "--batch", str(batch), "--beam", str(beam), "--threads", str(threads), "--profile", str(args.profile)],
         "the profile")
     return {"setting": setting_name(batch, beam, threads), **report}
@@ -158,7 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="threads (default: 1 2)")
     parser.add_argument("--profile", type=int, default=0, metavar="N",
                         help="also profile attnmt int8 over the first N sentences (default: 0, no profile)")
-    parser.add_argument("--child", choices=ENGINES, help=argparse.SUPPRESS)
+    parser.add_argument("--engines", nargs="+", choices=ENGINES + COMPILED, default=list(ENGINES), metavar="ENGINE",
+                        help=f"the engines to run, in quotes (default: the four; also {', '.join(COMPILED)})")
+    parser.add_argument("--child", choices=ENGINES + COMPILED, help=argparse.SUPPRESS)
     parser.add_argument("--out", help="JSON result path (default benchmarks/results/ctranslate2.json)")
     args = parser.parse_args(argv)
     if args.child:
@@ -175,17 +209,21 @@ def main(argv: list[str] | None = None) -> int:
         source = Path(tmp) / "source.txt"
         source.write_text("".join(s + "\n" for s in sources), encoding="utf-8")
         folders = {"attnmt float32": args.model, "attnmt int8": args.model}
+        folders.update({engine: args.model for engine in COMPILED})
         for precision in ("float32", "int8"):
+            if f"ctranslate2 {precision}" not in args.engines:
+                continue
             folders[f"ctranslate2 {precision}"] = str(export_ctranslate2(
                 args.model, Path(tmp) / precision, quantization=precision, checkpoint=args.checkpoint))
         runs = measure(args, folders, source)
-        profiled = profile_child(args, source) if args.profile else None
+        profiled = {engine: profile_child(args, source, engine) for engine in ("attnmt int8", "attnmt compiled int8")
+                    if args.profile and engine in args.engines}
     import ctranslate2
 
     result = {"model": args.model, "checkpoint": args.checkpoint, "sentences": len(sources), "rounds": args.rounds,
-              "ctranslate2": ctranslate2.__version__, "settings": summarize(runs, references)}
-    if profiled:
-        result["profile_attnmt_int8"] = profiled
+              "engines": args.engines, "ctranslate2": ctranslate2.__version__, "settings": summarize(runs, references)}
+    for engine, report in profiled.items():
+        result[f"profile_{engine.replace(' ', '_')}"] = report
     print(write_result("ctranslate2", result, args.out))
     return 0
 

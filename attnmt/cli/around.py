@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from attnmt.cli.common import add_alignment_args, add_checkpoint_arg, add_thread_args, refuse_overwrite
+from attnmt.cli.common import add_alignment_args, add_checkpoint_arg, add_compile_arg, add_thread_args, refuse_overwrite
 from attnmt.errors import UserError
 from attnmt.runtime.safe_write import write_text
 
@@ -48,7 +48,7 @@ def cmd_serve(args) -> None:
         max_wait_ms=args.max_wait_ms, max_texts=args.max_texts, max_text_chars=args.max_text_chars,
         max_beam=args.max_beam, max_queue_sentences=args.max_queue_sentences, max_queue_cost=args.max_queue_cost,
         max_batch_cost=args.max_batch_cost, checkpoint=args.checkpoint, threads=args.threads,
-        log_level=args.log_level, int8=args.int8, inter_threads=args.inter_threads))
+        log_level=args.log_level, int8=args.int8, inter_threads=args.inter_threads, compile_step=args.compile_step))
 
 
 def cmd_export(args) -> None:
@@ -152,6 +152,7 @@ def register(sub) -> None:
 def _add_engine_args(p) -> None:
     add_thread_args(p)
     p.add_argument("--int8", action="store_true", help="int8 linear layers: faster decoding at about the same BLEU")
+    add_compile_arg(p)
 
 
 def add_export_parser(sub) -> None:

@@ -113,6 +113,14 @@ def add_model_args(p, ensemble: bool = False, beam: bool = True) -> None:
         p.add_argument("--beam", type=int, default=None, help="beam size (1 = greedy; default from the config)")
     p.add_argument("--int8", action="store_true",
                    help="int8 linear layers: faster decoding on a CPU at about the same BLEU")
+    add_compile_arg(p)
+
+
+def add_compile_arg(p) -> None:
+    """--compile: the decoder step compiled by torch.compile at load (attnmt.models.compiled)."""
+    p.add_argument("--compile", action="store_true", dest="compile_step",
+                   help="compile the decoder step (torch.compile) at load: faster decoding one sentence at a "
+                        "time, after a minute or so of compiling")
 
 
 def add_thread_args(p) -> None:
@@ -151,10 +159,13 @@ def load_translator(args):
     if len(args.model) == 1 and args.ensemble_weights is None:
         exported = is_exported(args.model[0])
         translator = load(args.model[0], checkpoint=args.checkpoint, int8=args.int8,
-                          threads=args.threads if exported else None, inter_threads=args.inter_threads)
+                          threads=args.threads if exported else None, inter_threads=args.inter_threads,
+                          compile_step=args.compile_step)
         if not exported:
             use_threads(args.threads)
         return translator
+    if args.compile_step:
+        raise UserError("--compile decodes one model; drop it for an ensemble")
     if args.inter_threads != 1 or args.threads is not None:
         raise UserError("--threads and --inter-threads set an exported model's threads; an ensemble decodes with "
                         "--workers")

@@ -158,7 +158,7 @@ def cmd_plot_attention(args) -> None:
 
     out = Path(args.out)
     refuse_overwrite(out, args.overwrite)
-    translator = load(args.model, checkpoint=args.checkpoint, int8=args.int8)
+    translator = load(args.model, checkpoint=args.checkpoint, int8=args.int8, compile_step=args.compile_step)
     translator.max_src_tokens = MAX_SOURCE_TOKENS  # an exported model's too: a refusal, not an hour-long decode
     if not args.sentence.strip():
         raise UserError("plot-attention: the sentence is empty; pass the sentence to translate in quotes")

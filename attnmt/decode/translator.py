@@ -66,6 +66,7 @@ class Translator:
         # data.pretokenize: attnmt.data.pretokenize.model_pretokenizers); None: text is read as it is.
         self.split_source: Callable[[str], str] | None = None
         self.split_target: Callable[[str], str] | None = None
+        self.compile_seconds: float | None = None  # load(compile_step=True): the decoder step's compilation
 
     @property
     def max_src_tokens(self) -> int | None:
@@ -231,7 +232,7 @@ class Translator:
 
 
 def load(model_dir: str | Path, checkpoint: str | None = None, device: str = "cpu", int8: bool = False,
-         threads: int | None = None, inter_threads: int = 1) -> Translator:
+         threads: int | None = None, inter_threads: int = 1, compile_step: bool = False) -> Translator:
     """Load a trained model folder (as written by `attnmt train`) for translation.
 
     int8: decode with int8 matrix products (:func:`attnmt.models.int8.quantize_int8`; CPU only).
@@ -241,6 +242,9 @@ def load(model_dir: str | Path, checkpoint: str | None = None, device: str = "cp
     batches at a time; for a model folder, ``threads`` is torch's thread count while it decodes (set for each call
     and restored after it: loading changes no global state; a command sets its own with
     :func:`attnmt.runtime.threads.use_threads`).
+    compile_step: decode with the model's decoder step compiled by torch.compile
+    (:func:`attnmt.models.compiled.compile_decoder_step`), its compilation paid here, at load
+    (``Translator.compile_seconds``).
     """
     if int8 and device != "cpu":
         raise UserError(f"int8 decoding runs on a CPU only, not on {device}; drop --int8 or use the CPU")
@@ -248,6 +252,9 @@ def load(model_dir: str | Path, checkpoint: str | None = None, device: str = "cp
     from attnmt.export import is_exported
 
     if is_exported(model_dir):  # attnmt export --format ctranslate2
+        if compile_step:
+            raise UserError(f"--compile compiles attnmt's own decoder step; {model_dir} is an exported (CTranslate2) "
+                            "model, already compiled: drop --compile")
         from attnmt.export.ct2_translator import load_exported
 
         return load_exported(model_dir, checkpoint=checkpoint, device=device, int8=int8, intra_threads=threads or 0,
@@ -268,7 +275,16 @@ def load(model_dir: str | Path, checkpoint: str | None = None, device: str = "cp
         from attnmt.models.int8 import quantize_int8
 
         model = quantize_int8(model)
+    if compile_step:
+        from attnmt.models.compiled import compile_decoder_step
+
+        model = compile_decoder_step(model)
     translator = Translator(model, src, tgt, config, limits=InputLimits(), threads=threads)
     translator.model_dir = model_dir
     translator.split_source, translator.split_target = model_pretokenizers(config.data)
+    if compile_step:
+        from attnmt.models.compiled import warm_up
+
+        beam = translator.decode_options().beam
+        translator.compile_seconds = warm_up(lambda text, width: translator.translate(text, beam=width), beam)
     return translator

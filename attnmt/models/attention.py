@@ -56,7 +56,10 @@ def causal_mask(query_len: int, key_len: int | None = None, device: torch.device
     positions of a sequence whose Tk keys are cached.
     """
     key_len = query_len if key_len is None else key_len
-    return torch.ones(query_len, key_len, dtype=torch.bool, device=device).tril(key_len - query_len)
+    # compared, not tril(key_len - query_len): tril's diagonal is a plain int, which torch.compile would fix to each
+    # cache length (a graph per decoder step, attnmt.models.compiled); the comparison keeps the lengths symbolic
+    i = torch.arange(query_len, device=device).unsqueeze(1) + (key_len - query_len)
+    return torch.arange(key_len, device=device) <= i
 
 
 def _additive_scores(query_term: Tensor, projected_keys: Tensor, v: Tensor) -> Tensor:

@@ -341,6 +341,7 @@ def serve(config: ServeConfig) -> None:
     host, port = config.host, config.port
     listening = bind(host, port)  # before the models load: a port in use is refused at once
     models = load_models(list(config.models), checkpoint=config.checkpoint, int8=config.int8, threads=config.threads,
+                         compile_step=config.compile_step,
                          inter_threads=config.inter_threads)
     app = create_app(models, config)
     if not _is_loopback(host):

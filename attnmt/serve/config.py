@@ -24,8 +24,9 @@ class ServeConfig:
     together (1: one at a time); ``max_wait_ms``: how long the first request of a batch waits for others to join
     it; ``max_batch_cost``: the most cost (see :class:`Limits`) in one batch: a larger request is split and decoded
     in turns with the others (attnmt.serve.batching). ``limits`` bound a request and the queue. ``checkpoint``,
-    ``int8``, ``threads``, ``inter_threads``: how the models load and decode (``threads`` is the server's: torch's
-    for the process, CTranslate2's per batch for an exported model). A value out of range is a UserError naming
+    ``int8``, ``compile_step`` (the decoder step compiled at load), ``threads``, ``inter_threads``: how the models
+    load and decode (``threads`` is the server's: torch's for the process, CTranslate2's per batch for an exported
+    model). A value out of range is a UserError naming
     the flag of ``attnmt serve`` that sets it.
     """
 
@@ -38,6 +39,7 @@ class ServeConfig:
     limits: Limits = field(default_factory=Limits)
     checkpoint: str | None = None
     int8: bool = False
+    compile_step: bool = False
     threads: int | None = None
     inter_threads: int = 1
     log_level: str = "info"

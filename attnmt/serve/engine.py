@@ -94,7 +94,8 @@ def parse_model_spec(spec: str) -> tuple[str, Path]:
 
 
 def load_models(specs: list[str], checkpoint: str | None = None, device: str = "cpu",
-                int8: bool = False, threads: int | None = None, inter_threads: int = 1) -> dict[str, Translator]:
+                int8: bool = False, threads: int | None = None, inter_threads: int = 1,
+                compile_step: bool = False) -> dict[str, Translator]:
     """Load every ``--model`` spec (see :func:`parse_model_spec`); names must be unique."""
     from attnmt.decode.translator import load
 
@@ -106,7 +107,7 @@ def load_models(specs: list[str], checkpoint: str | None = None, device: str = "
         if name in models:
             raise UserError(f"serve: two models are named {name!r}; name them with --model NAME=DIR")
         models[name] = load(directory, checkpoint=checkpoint, device=device, int8=int8, threads=threads,
-                            inter_threads=inter_threads)
+                            inter_threads=inter_threads, compile_step=compile_step)
     return models
 
 
