@@ -185,7 +185,7 @@ class CT2Translator:
         """Per sentence its hypotheses as [words, log prob with the end token, attention rows]: one longer than the
         sentence's cap (greedy search decodes a batch to its longest cap) cut to the cap, as decoding to that cap
         gives it; one cut or stopped at the cap gets the log prob of the </s> attnmt forces there (one
-        ``score_batch`` for the batch's)."""
+        ``score_batch`` for the batch's) and the attention row of that step (one forced pass for the batch's)."""
         settled, cut = [], []
         for k, result in enumerate(found):
             hypotheses = []
@@ -205,6 +205,11 @@ class CT2Translator:
                                              max_input_length=0)
             for (k, h), result in zip(cut, scored):
                 settled[k][h][1] = float(sum(result.log_probs))  # the words' log probs and </s>'s
+            if self.return_attention:
+                rows = self.forced_attention([self.src.vocab.encode(sources[k]) for k, _ in cut],
+                                             [self.tgt.vocab.encode(settled[k][h][0]) for k, h in cut])
+                for (k, h), forced in zip(cut, rows):  # the words' rows and the forced </s> step's
+                    settled[k][h][2] = forced[: len(settled[k][h][0]) + 1]
         return settled
 
     def _best(self, sentence: str, src_tokens: list[str], hypotheses: list[list], alpha: float, n_best: int,

@@ -119,6 +119,7 @@ def test_each_sentence_is_capped_by_its_own_length_in_any_batch(untrained, sourc
         for i, t in zip(batch, theirs):
             assert t.tgt_tokens == alone[i].tgt_tokens, (batch, i)
             assert t.score == pytest.approx(alone[i].score, abs=1e-4)  # the forced </s> scored as attnmt scores it
+            np.testing.assert_allclose(t.attention, alone[i].attention, atol=1e-5)  # and its attention row there
         beam = exported.translate([picked[i] for i in batch], beam=3)  # beam search: one cap per CTranslate2 call
         assert [t.tgt_tokens for t in beam] == [beam_alone[i].tgt_tokens for i in batch], batch
 
