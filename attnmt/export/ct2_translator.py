@@ -206,8 +206,7 @@ class CT2Translator:
             for (k, h), result in zip(cut, scored):
                 settled[k][h][1] = float(sum(result.log_probs))  # the words' log probs and </s>'s
             if self.return_attention:
-                rows = self.forced_attention([self.src.vocab.encode(sources[k]) for k, _ in cut],
-                                             [self.tgt.vocab.encode(settled[k][h][0]) for k, h in cut])
+                rows = self._forced_rows([sources[k] for k, _ in cut], [settled[k][h][0] for k, h in cut])
                 for (k, h), forced in zip(cut, rows):  # the words' rows and the forced </s> step's
                     settled[k][h][2] = forced[: len(settled[k][h][0]) + 1]
         return settled
@@ -257,8 +256,12 @@ class CT2Translator:
     def forced_attention(self, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> list[np.ndarray]:
         """The exported attention of each pair read with the target forced: rows for <s> y </s> as inputs,
         [len(y) + 2, len(x)] (as attnmt's teacher-forced pass with </s>, :mod:`attnmt.decode.forced`)."""
-        src = [self.src.vocab.decode(ids) for ids in src_ids]
-        tgt = [self.tgt.vocab.decode(ids) + [EOS] for ids in tgt_ids]
+        return self._forced_rows([self.src.vocab.decode(ids) for ids in src_ids],
+                                 [self.tgt.vocab.decode(ids) for ids in tgt_ids])
+
+    def _forced_rows(self, src: list[list[str]], targets: list[list[str]]) -> list[np.ndarray]:
+        """:meth:`forced_attention` of source and target pieces."""
+        tgt = [t + [EOS] for t in targets]
         longest = max((len(t) for t in tgt), default=0) + 1
         found = self.engine.translate_batch(src, tgt, beam_size=1, return_attention=True, max_input_length=0,
                                             min_decoding_length=longest, max_decoding_length=longest)
