@@ -31,6 +31,7 @@ import json
 import multiprocessing
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -193,6 +194,8 @@ _WORKER: dict = {}
 
 def _init_worker(folder: str) -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    if multiprocessing.parent_process() is not None:  # a pool worker: a forked copy of the command's SIGTERM
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # handler would keep Pool.terminate waiting on it
     _WORKER["procs"] = load_processors(Path(folder))
 
 
@@ -354,6 +357,7 @@ def _encode_all(corpora, counts, cfg, folder: Path, workers: int, progress: bool
     pool = multiprocessing.get_context(method).Pool(workers, _init_worker, (str(folder),)) if workers > 1 else None
     _init_worker(str(folder))  # this process encodes the added pairs
     stats, first = [], 0
+    finished = False
     try:
         with _bar(sum(counts) + len(pairs.added), "encoding", progress) as bar:
             for corpus, n in zip(corpora, counts):
@@ -362,8 +366,12 @@ def _encode_all(corpora, counts, cfg, folder: Path, workers: int, progress: bool
                 stats.append(_encode_corpus(corpus, n, cfg, results, writers, bar, first, excluded, dropped))
                 first += n
             added, parts = _encode_added(pairs, cfg, writers, bar)
+        finished = True
     finally:
-        if pool is not None:
+        if pool is not None and finished:  # the workers end on the queue's sentinels, no signal needed
+            pool.close()
+            pool.join()
+        elif pool is not None:
             pool.terminate()
         for w in writers.values():
             w.close()
