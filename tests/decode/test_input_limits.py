@@ -140,6 +140,7 @@ ENDLESS_LINE = "<(yes 'a b c' | tr -d '\\n')"
 ENDLESS_LINES = "<(yes 'a b c')"
 
 
+@pytest.mark.slow  # the real command in memory-limited processes
 @pytest.mark.timeout(300)
 def test_translate_refuses_dev_zero_and_an_endless_line_in_bounded_memory(tiny_model: Path) -> None:
     assert refused(f"translate --model {tiny_model} --input /dev/zero") == (
@@ -148,6 +149,7 @@ def test_translate_refuses_dev_zero_and_an_endless_line_in_bounded_memory(tiny_m
     assert line.startswith("attnmt: error: /dev/fd/") and line.endswith(too_long("", 1)), line
 
 
+@pytest.mark.slow  # the real command in memory-limited processes, reading a million lines
 @pytest.mark.timeout(300)
 def test_evaluate_refuses_dev_zero_and_endless_lines_in_bounded_memory(tiny_model: Path) -> None:
     assert refused(f"evaluate --model {tiny_model} --src /dev/zero --ref /dev/zero") == (
@@ -156,6 +158,7 @@ def test_evaluate_refuses_dev_zero_and_endless_lines_in_bounded_memory(tiny_mode
     assert f":{MAX_TEST_PAIRS + 1}: the test set passes {MAX_TEST_PAIRS:,} lines, the most evaluate holds" in line
 
 
+@pytest.mark.slow  # the real command in a memory-limited process
 @pytest.mark.timeout(300)
 def test_translate_streams_endless_lines_in_bounded_memory(tiny_model: Path) -> None:
     """Translations of an endless input come out a group at a time; the process keeps going (read whole,

@@ -86,6 +86,7 @@ def test_a_folder_in_use_refuses_train_resume_average_and_prepare_in_one_line(ti
     assert snapshot(model) == before
 
 
+@pytest.mark.slow  # a real training process runs beside the refused one
 def test_a_second_training_is_refused_and_the_first_finishes_unharmed(tiny_corpus, tmp_path, capsys):
     config, model = config_file(tmp_path, tiny_corpus, 40), tmp_path / "m"
     first = start_training(config, model)

@@ -88,6 +88,7 @@ def _log(model_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (model_dir / "train_log.jsonl").read_text(encoding="utf-8").splitlines()]
 
 
+@pytest.mark.slow  # align-prepare, eflomal, two trainings and the table
 @pytest.mark.timeout(600)
 def test_the_alignment_recipe_runs_end_to_end_at_tiny_size(tmp_path, monkeypatch, capsys):
     pytest.importorskip("eflomal", reason="eflomal is not installed (pip install 'attnmt[align]')")

@@ -112,6 +112,7 @@ def cut(path: Path, lines: int) -> None:
         f.writelines(kept)
 
 
+@pytest.mark.slow  # every command of the recipe's README on the real corpus
 @pytest.mark.timeout(900)
 @needs_multi30k
 def test_the_multi30k_recipe_runs_as_its_readme_says(tmp_path, monkeypatch, capsys):

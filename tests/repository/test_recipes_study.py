@@ -42,12 +42,14 @@ def test_recipe_specs_are_flat_and_read_their_data_from_data(spec):
         assert (spec.parent / study.data.tatoeba_long.tatoeba).resolve() == REPO / "data" / "tatoeba" / "fra-eng.tsv.gz"
 
 
+@pytest.mark.slow  # each recipe's data at full size
 @pytest.mark.parametrize("name", ["synthetic", "synthetic_luong"])
 def test_the_synthetic_recipes_build_the_data_their_json_was_measured_on(tmp_path, name):
     data = prepare_data(load_study(SYNTHETIC / f"{name}.yaml"), tmp_path)
     assert data.fingerprint == data.training_fingerprint == recorded(f"study_{name}")["data"]["fingerprint"]
 
 
+@pytest.mark.slow  # the recipe's data built from the real Tatoeba file
 @pytest.mark.skipif(not SHARED_TATOEBA.is_file(), reason="needs ../shared/data/tatoeba/fra-eng.tsv.gz (the Tatoeba "
                                                           "export the recipe's JSON was measured on; not in the "
                                                           "repository)")

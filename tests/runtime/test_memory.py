@@ -88,6 +88,7 @@ print((rss() - before) // 1024)
 @pytest.mark.skipif(not (sys.platform.startswith("linux") and getattr(__import__("torch").cpu,
                                                                      "_is_avx512_bf16_supported", bool)()),
                     reason="oneDNN's bf16 products (a CPU with AVX-512-BF16), read through /proc")
+@pytest.mark.slow  # two processes, each compiling the bf16 kernels of 160 shapes
 def test_a_training_process_holds_onednns_caches_of_compiled_products_small():
     def grown(mode: str) -> int:
         caches = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")

@@ -264,6 +264,7 @@ def test_length_ratio_counts_sacrebleu_tokens():
 
 @pytest.mark.skipif(not (SHARED / "tatoeba" / "fra-eng.tsv.gz").is_file(),
                     reason="needs ../shared/data/tatoeba/fra-eng.tsv.gz (real data, not in the repository)")
+@pytest.mark.slow  # the recipe's data built from the real Tatoeba file
 def test_the_bottleneck_recipe_data(tmp_path):
     study = load_study(REPO / "recipes" / "bottleneck_enfr" / "study.yaml",
                        [f"data.tatoeba_long.tatoeba={SHARED / 'tatoeba' / 'fra-eng.tsv.gz'}"])

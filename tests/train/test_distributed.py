@@ -20,6 +20,7 @@ from tests.conftest import tiny_config
 STEPS = 3
 
 
+@pytest.mark.slow  # three training processes (torchrun's two and one alone)
 def test_two_processes_equal_one_over_the_global_batch(tiny_corpus, tmp_path):
     config = tiny_config(tiny_corpus, max_steps=STEPS, valid_every=100, valid_bleu_sample=0)
     config.model.dropout = 0.0

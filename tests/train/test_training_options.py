@@ -217,6 +217,7 @@ def test_early_stopping_on_bleu_or_chrf(tiny_corpus, tmp_path, monkeypatch, metr
     assert load_checkpoint(tmp_path / "m" / "checkpoints" / "best.pt")["train_state"]["step"] == best_step
 
 
+@pytest.mark.slow  # three training processes (torchrun's two and one alone)
 def test_two_processes_accumulating_2_batches_each_equal_one_process_over_all_4(tiny_corpus, tmp_path):
     """torchrun: the inner batches are not all-reduced (no_sync), the last one is; the result is one batch of 4.
     The ranks train from one store in a shared data.store_dir, prepared once (tests/train/test_distributed.py has
