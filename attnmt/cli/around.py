@@ -6,7 +6,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from attnmt.cli.common import add_alignment_args, add_checkpoint_arg, add_compile_arg, add_thread_args, refuse_overwrite
+from attnmt.cli.common import (
+    add_alignment_args,
+    add_checkpoint_arg,
+    add_compile_arg,
+    add_thread_args,
+    load_options,
+    refuse_overwrite,
+)
 from attnmt.errors import UserError
 from attnmt.runtime.safe_write import write_text
 
@@ -47,8 +54,7 @@ def cmd_serve(args) -> None:
         args.model, host=args.host, port=args.port, max_batch_size=args.max_batch_size,
         max_wait_ms=args.max_wait_ms, max_texts=args.max_texts, max_text_chars=args.max_text_chars,
         max_beam=args.max_beam, max_queue_sentences=args.max_queue_sentences, max_queue_cost=args.max_queue_cost,
-        max_batch_cost=args.max_batch_cost, checkpoint=args.checkpoint, threads=args.threads,
-        log_level=args.log_level, int8=args.int8, inter_threads=args.inter_threads, compile_step=args.compile_step))
+        max_batch_cost=args.max_batch_cost, load=load_options(args), log_level=args.log_level))
 
 
 def cmd_export(args) -> None:

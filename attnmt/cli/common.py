@@ -10,7 +10,8 @@ from typing import Literal
 
 from attnmt.config.bounds import MAX_COUNT, MAX_HEADS, MAX_KEPT, MAX_LAYERS, MAX_TOKENS, MAX_WORKERS
 from attnmt.config.decoding import check_option, config_key, option_fields, option_type
-from attnmt.config.typed import Range
+from attnmt.config.load_options import LoadOptions
+from attnmt.config.typed import Range, declared_range
 from attnmt.errors import UserError
 from attnmt.runtime.safe_write import check_output
 
@@ -41,8 +42,9 @@ OPTION_RANGES: dict[str, Range] = {
     "port": Range(0, 65535),
     "max_batch_size": Range(1, MAX_COUNT),
     "max_wait_ms": Range(0.0, 60_000.0),
-    "threads": Range(1, MAX_WORKERS),
-    "inter_threads": Range(1, MAX_WORKERS),  # an exported model's translators working at once (attnmt.export)
+    # how a model loads (attnmt.config.load_options.LoadOptions declares them)
+    "threads": declared_range(LoadOptions, "threads"),
+    "inter_threads": declared_range(LoadOptions, "inter_threads"),
     # the server's limits: attnmt.serve.schema.Limits and attnmt.serve.app.serve
     "max_texts": Range(), "max_text_chars": Range(), "max_beam": Range(), "max_queue_sentences": Range(),
     "max_queue_cost": Range(), "max_batch_cost": Range(),
@@ -149,6 +151,15 @@ def add_decode_args(p, helps: dict[str, str] | None = None) -> None:
     add_thread_args(p)
 
 
+def load_options(args, **settings):
+    """The LoadOptions (attnmt.config.load_options) of a command's flags: --checkpoint, --int8, --compile,
+    --threads and --inter-threads where the command has them; ``settings`` on top."""
+    flags = {"checkpoint": "checkpoint", "int8": "int8", "compile_step": "compile_step", "threads": "threads",
+             "inter_threads": "inter_threads"}
+    given = {field: getattr(args, flag) for field, flag in flags.items() if hasattr(args, flag)}
+    return LoadOptions(**{**given, **settings})
+
+
 def load_translator(args):
     """The one model, or the ensemble of the models, that --model names (translate, evaluate). --threads is the
     command's: CTranslate2's threads per batch for an exported model, else torch's for the whole run, set here."""
@@ -158,20 +169,13 @@ def load_translator(args):
 
     if len(args.model) == 1 and args.ensemble_weights is None:
         exported = is_exported(args.model[0])
-        translator = load(args.model[0], checkpoint=args.checkpoint, int8=args.int8,
-                          threads=args.threads if exported else None, inter_threads=args.inter_threads,
-                          compile_step=args.compile_step)
+        translator = load(args.model[0], load_options(args, threads=args.threads if exported else None))
         if not exported:
             use_threads(args.threads)
         return translator
-    if args.compile_step:
-        raise UserError("--compile decodes one model; drop it for an ensemble")
-    if args.inter_threads != 1 or args.threads is not None:
-        raise UserError("--threads and --inter-threads set an exported model's threads; an ensemble decodes with "
-                        "--workers")
     from attnmt.decode.ensemble import load_ensemble
 
-    return load_ensemble(args.model, checkpoint=args.checkpoint, int8=args.int8, weights=args.ensemble_weights)
+    return load_ensemble(args.model, load_options(args), weights=args.ensemble_weights)
 
 
 def decode_options(args, translator):

@@ -11,6 +11,7 @@ from attnmt.cli.common import (
     add_decode_args,
     add_model_args,
     decode_options,
+    load_options,
     load_translator,
     read_input,
     refuse_overwrite,
@@ -158,7 +159,7 @@ def cmd_plot_attention(args) -> None:
 
     out = Path(args.out)
     refuse_overwrite(out, args.overwrite)
-    translator = load(args.model, checkpoint=args.checkpoint, int8=args.int8, compile_step=args.compile_step)
+    translator = load(args.model, load_options(args))
     translator.max_src_tokens = MAX_SOURCE_TOKENS  # an exported model's too: a refusal, not an hour-long decode
     if not args.sentence.strip():
         raise UserError("plot-attention: the sentence is empty; pass the sentence to translate in quotes")

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from torch import Tensor, nn
 
+from attnmt.config.load_options import LoadOptions
 from attnmt.data.vocab import Vocabulary
 from attnmt.errors import UserError
 
@@ -80,14 +81,21 @@ def check_vocabularies(translators: Sequence, names: Sequence[str]) -> None:
                                 "vocabularies (trained with the same data and data.* settings)")
 
 
-def load_ensemble(model_dirs: Sequence[str | Path], checkpoint: str | None = None, device: str = "cpu",
-                  int8: bool = False, weights: Sequence[float] | None = None):
-    """A Translator over the ensemble of the model folders (the first one's tokenizers and decode settings)."""
+def load_ensemble(model_dirs: Sequence[str | Path], options: LoadOptions | None = None,
+                  weights: Sequence[float] | None = None, **settings):
+    """A Translator over the ensemble of the model folders (the first one's tokenizers and decode settings), each
+    loaded as ``options`` with ``settings`` on top say (:class:`attnmt.config.load_options.LoadOptions`)."""
     from attnmt.decode.translator import Translator, load
 
     if weights is not None and len(weights) != len(model_dirs):
         raise UserError(f"ensemble: {len(weights)} weights for {len(model_dirs)} models; give one weight per model")
-    translators = [load(d, checkpoint=checkpoint, device=device, int8=int8) for d in model_dirs]
+    options = LoadOptions.of(options, **settings)
+    if options.compile_step:
+        raise UserError("--compile decodes one model; drop it for an ensemble")
+    if options.inter_threads != 1 or options.threads is not None:
+        raise UserError("--threads and --inter-threads set an exported model's threads; an ensemble decodes with "
+                        "--workers")
+    translators = [load(d, options) for d in model_dirs]
     check_vocabularies(translators, [str(d) for d in model_dirs])
     first = translators[0]
     ensemble = Ensemble([t.model for t in translators], weights).eval()

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from attnmt.config.decoding import DecodeOptions, OptionError
+from attnmt.config.load_options import LoadOptions
 from attnmt.config.schema import Config
 from attnmt.data.batching import collate
 from attnmt.data.dataset import TextProcessor, load_processors
@@ -231,9 +232,9 @@ class Translator:
                            attention, float(hyp.score))
 
 
-def load(model_dir: str | Path, checkpoint: str | None = None, device: str = "cpu", int8: bool = False,
-         threads: int | None = None, inter_threads: int = 1, compile_step: bool = False) -> Translator:
-    """Load a trained model folder (as written by `attnmt train`) for translation.
+def load(model_dir: str | Path, options: LoadOptions | None = None, **settings) -> Translator:
+    """Load a trained model folder (as written by `attnmt train`) for translation, as ``options``
+    (:class:`attnmt.config.load_options.LoadOptions`) with the keyword ``settings`` on top say.
 
     int8: decode with int8 matrix products (:func:`attnmt.models.int8.quantize_int8`; CPU only).
     A folder written by ``attnmt export --format ctranslate2`` gives a
@@ -246,43 +247,39 @@ def load(model_dir: str | Path, checkpoint: str | None = None, device: str = "cp
     (:func:`attnmt.models.compiled.compile_decoder_step`), its compilation paid here, at load
     (``Translator.compile_seconds``).
     """
-    if int8 and device != "cpu":
-        raise UserError(f"int8 decoding runs on a CPU only, not on {device}; drop --int8 or use the CPU")
+    options = LoadOptions.of(options, **settings)
     model_dir = Path(model_dir)
     from attnmt.export import is_exported
 
     if is_exported(model_dir):  # attnmt export --format ctranslate2
-        if compile_step:
+        if options.compile_step:
             raise UserError(f"--compile compiles attnmt's own decoder step; {model_dir} is an exported (CTranslate2) "
                             "model, already compiled: drop --compile")
         from attnmt.export.ct2_translator import load_exported
 
-        return load_exported(model_dir, checkpoint=checkpoint, device=device, int8=int8, intra_threads=threads or 0,
-                             inter_threads=inter_threads)
-    if inter_threads != 1:
-        raise UserError(f"--inter-threads {inter_threads} belongs to an exported (CTranslate2) model; for {model_dir} "
-                        "use --workers")
-    if threads is not None and threads < 1:
-        raise UserError(f"--threads {threads} is out of range; allowed: 1 or more")
+        return load_exported(model_dir, options)
+    if options.inter_threads != 1:
+        raise UserError(f"--inter-threads {options.inter_threads} belongs to an exported (CTranslate2) model; for "
+                        f"{model_dir} use --workers")
     config = model_config(model_dir)
-    path = checkpoint_path(model_dir, checkpoint)
+    path = checkpoint_path(model_dir, options.checkpoint)
     payload = load_folder_checkpoint(model_dir, path, config.model.type)  # the tokenizers checked before they load
     src, tgt = load_processors(model_dir)
     model = build_model(config.model, len(src.vocab), len(tgt.vocab))
     load_weights(model, payload["model"], path)
-    model.to(device).eval()
-    if int8:
+    model.to(options.device).eval()
+    if options.int8:
         from attnmt.models.int8 import quantize_int8
 
         model = quantize_int8(model)
-    if compile_step:
+    if options.compile_step:
         from attnmt.models.compiled import compile_decoder_step
 
         model = compile_decoder_step(model)
-    translator = Translator(model, src, tgt, config, limits=InputLimits(), threads=threads)
+    translator = Translator(model, src, tgt, config, limits=InputLimits(), threads=options.threads)
     translator.model_dir = model_dir
     translator.split_source, translator.split_target = model_pretokenizers(config.data)
-    if compile_step:
+    if options.compile_step:
         from attnmt.models.compiled import warm_up
 
         beam = translator.decode_options().beam

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from attnmt.config.decoding import DecodeOptions, OptionError
+from attnmt.config.load_options import LoadOptions
 from attnmt.config.special import EOS
 from attnmt.data.dataset import load_processors
 from attnmt.data.pretokenize import model_pretokenizers
@@ -287,12 +288,13 @@ def capped_batches(sources: list[list[str]], caps: list[int], batch_tokens: int,
     return calls
 
 
-def load_exported(model_dir: Path, checkpoint: str | None = None, device: str = "cpu", int8: bool = False,
-                  intra_threads: int = 1, inter_threads: int = 1) -> CT2Translator:
-    """:func:`attnmt.decode.translator.load` for an exported folder; what does not apply to one is a UserError."""
-    if checkpoint not in (None, "best"):
-        raise UserError(f"--checkpoint {checkpoint}: an exported model holds the one checkpoint it was exported "
-                        "from; export that checkpoint (attnmt export --checkpoint) instead")
-    if device != "cpu":
-        raise UserError(f"device {device}: the exported model runs on the CPU here; leave the device out")
-    return CT2Translator(model_dir, intra_threads, inter_threads, compute_type="int8" if int8 else None)
+def load_exported(model_dir: Path, options: LoadOptions) -> CT2Translator:
+    """:func:`attnmt.decode.translator.load` for an exported folder; what does not apply to one is a UserError.
+    ``options.threads`` is CTranslate2's per batch (default: its own)."""
+    if options.checkpoint not in (None, "best"):
+        raise UserError(f"--checkpoint {options.checkpoint}: an exported model holds the one checkpoint it was "
+                        "exported from; export that checkpoint (attnmt export --checkpoint) instead")
+    if options.device != "cpu":
+        raise UserError(f"device {options.device}: the exported model runs on the CPU here; leave the device out")
+    return CT2Translator(model_dir, options.threads or 0, options.inter_threads,
+                         compute_type="int8" if options.int8 else None)

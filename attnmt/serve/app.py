@@ -337,12 +337,10 @@ def serve(config: ServeConfig) -> None:
     server's thread count is set here, for the whole process (:func:`attnmt.runtime.threads.use_threads`)."""
     import uvicorn
 
-    use_threads(config.threads)
+    use_threads(config.load.threads)
     host, port = config.host, config.port
     listening = bind(host, port)  # before the models load: a port in use is refused at once
-    models = load_models(list(config.models), checkpoint=config.checkpoint, int8=config.int8, threads=config.threads,
-                         compile_step=config.compile_step,
-                         inter_threads=config.inter_threads)
+    models = load_models(list(config.models), config.load)
     app = create_app(models, config)
     if not _is_loopback(host):
         print(f"attnmt serve: listening on {host}, reachable from other machines; the API has no authentication")

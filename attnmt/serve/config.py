@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from attnmt.config.load_options import LoadOptions
 from attnmt.errors import UserError
 from attnmt.serve.schema import Limits
 
@@ -23,11 +24,10 @@ class ServeConfig:
     ``create_app`` takes loaded translators and leaves this empty). ``max_batch_size``: the most sentences decoded
     together (1: one at a time); ``max_wait_ms``: how long the first request of a batch waits for others to join
     it; ``max_batch_cost``: the most cost (see :class:`Limits`) in one batch: a larger request is split and decoded
-    in turns with the others (attnmt.serve.batching). ``limits`` bound a request and the queue. ``checkpoint``,
-    ``int8``, ``compile_step`` (the decoder step compiled at load), ``threads``, ``inter_threads``: how the models
-    load and decode (``threads`` is the server's: torch's for the process, CTranslate2's per batch for an exported
-    model). A value out of range is a UserError naming
-    the flag of ``attnmt serve`` that sets it.
+    in turns with the others (attnmt.serve.batching). ``limits`` bound a request and the queue. ``load``: how the
+    models load and decode (:class:`attnmt.config.load_options.LoadOptions`: checkpoint, int8, the compiled step,
+    threads; ``load.threads`` is the server's: torch's for the process, CTranslate2's per batch for an exported
+    model). A value out of range is a UserError naming the flag of ``attnmt serve`` that sets it.
     """
 
     models: tuple[str, ...] = ()
@@ -37,11 +37,7 @@ class ServeConfig:
     max_wait_ms: float = 10.0
     max_batch_cost: float = MAX_BATCH_COST
     limits: Limits = field(default_factory=Limits)
-    checkpoint: str | None = None
-    int8: bool = False
-    compile_step: bool = False
-    threads: int | None = None
-    inter_threads: int = 1
+    load: LoadOptions = field(default_factory=LoadOptions)
     log_level: str = "info"
 
     def __post_init__(self) -> None:
@@ -54,8 +50,6 @@ class ServeConfig:
             raise UserError(f"serve: --max-batch-size {self.max_batch_size} is out of range; allowed: 1 or more")
         if not self.max_wait_ms >= 0:
             raise UserError(f"serve: --max-wait-ms {self.max_wait_ms} is out of range; allowed: 0 or more")
-        if self.threads is not None and self.threads < 1:
-            raise UserError(f"serve: --threads {self.threads} is out of range; allowed: 1 or more")
         if self.log_level not in LOG_LEVELS:
             raise UserError(f"serve: --log-level {self.log_level!r} is unknown; allowed: {', '.join(LOG_LEVELS)}")
 

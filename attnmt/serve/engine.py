@@ -18,6 +18,7 @@ import torch
 
 from attnmt.align import align_translations
 from attnmt.config.decoding import DecodeOptions
+from attnmt.config.load_options import LoadOptions
 from attnmt.decode.forced import forced_batches
 from attnmt.decode.held_out import example_sources, references
 from attnmt.decode.steps import explore
@@ -93,10 +94,9 @@ def parse_model_spec(spec: str) -> tuple[str, Path]:
     return name, path
 
 
-def load_models(specs: list[str], checkpoint: str | None = None, device: str = "cpu",
-                int8: bool = False, threads: int | None = None, inter_threads: int = 1,
-                compile_step: bool = False) -> dict[str, Translator]:
-    """Load every ``--model`` spec (see :func:`parse_model_spec`); names must be unique."""
+def load_models(specs: list[str], options: LoadOptions | None = None, **settings) -> dict[str, Translator]:
+    """Load every ``--model`` spec (see :func:`parse_model_spec`) as ``options`` with ``settings`` on top say
+    (:class:`attnmt.config.load_options.LoadOptions`); names must be unique."""
     from attnmt.decode.translator import load
 
     if not specs:
@@ -106,8 +106,7 @@ def load_models(specs: list[str], checkpoint: str | None = None, device: str = "
         name, directory = parse_model_spec(spec)
         if name in models:
             raise UserError(f"serve: two models are named {name!r}; name them with --model NAME=DIR")
-        models[name] = load(directory, checkpoint=checkpoint, device=device, int8=int8, threads=threads,
-                            inter_threads=inter_threads, compile_step=compile_step)
+        models[name] = load(directory, LoadOptions.of(options, **settings))
     return models
 
 
