@@ -18,7 +18,9 @@ at load, once per process, and inductor's on-disk cache makes a later process's 
 int8 (:func:`attnmt.models.int8.quantize_int8`): torch.compile cannot trace torch.ao's quantized linear layer
 (its packed weight is a TorchScript object, which breaks the graph at every layer), so each one is replaced by an
 opaque operator, ``attnmt::linear_int8``, that calls the same packed weight with the same kernel
-(``quantized::linear_dynamic``): the int8 arithmetic is unchanged and the graph stays whole around it.
+(``quantized::linear_dynamic``): the int8 arithmetic is unchanged and the graph stays whole around it. The layer
+hands the operator its weight as an argument, a :class:`PackedInt8` (an opaque reference type of torch.library):
+an input of the graph, so one graph serves every model of a type and the weight lives as long as its layer.
 
 The compiled step's fused loops add in another order than torch's eager kernels, so log probs differ in the last
 bits; the chosen tokens are the same unless two candidates tie to that precision (tests/slow/test_compiled_step.py
@@ -27,28 +29,46 @@ compares greedy and beam outputs).
 
 from __future__ import annotations
 
+import copy
 import time
 
 import torch
 from torch import Tensor, nn
+from torch._library.opaque_object import register_opaque_type
+from torch._opaque_base import OpaqueBase
 
-__all__ = ["compile_decoder_step", "is_compiled", "warm_up"]
+__all__ = ["PackedInt8", "compile_decoder_step", "is_compiled", "warm_up"]
 
-_PACKED: list = []  # the packed int8 weights of the layers replaced by attnmt::linear_int8, by index
+class PackedInt8(OpaqueBase):
+    """torch.ao's packed int8 weight of one linear layer, passed to ``attnmt::linear_int8`` as an opaque reference
+    (a graph input: compiled code calls the operator with whichever layer's weight it is given)."""
+
+    def __init__(self, packed) -> None:
+        self.packed = packed
+
+    def __deepcopy__(self, memo: dict) -> "PackedInt8":
+        return PackedInt8(copy.deepcopy(self.packed, memo))
+
+    def __getstate__(self) -> dict:
+        # inductor's on-disk cache keys a graph by pickling its inputs; the weight is an input, not part of the code
+        return {"kind": "a packed int8 weight"}
+
+
+register_opaque_type(PackedInt8, typ="reference")
 
 
 @torch.library.custom_op("attnmt::linear_int8", mutates_args=())
-def linear_int8(x: Tensor, index: int, out_features: int) -> Tensor:
-    """torch.ao's dynamic int8 linear layer ``index`` of :data:`_PACKED` (as its forward computes it).
+def linear_int8(x: Tensor, weight: PackedInt8, out_features: int) -> Tensor:
+    """torch.ao's dynamic int8 linear layer of ``weight`` (as its forward computes it).
 
-    ``out_features`` is an argument, not read from the layer, so that it is part of the traced graph: inductor's
-    on-disk cache keys a compiled graph by its code, and two models whose layers share an index but not a width
-    must not share a graph."""
-    return torch.ops.quantized.linear_dynamic(x, _PACKED[index], reduce_range=True).to(x.dtype)
+    ``out_features`` is an argument, not read from the weight, so that it is part of the traced graph: inductor's
+    on-disk cache keys a compiled graph by its code, and two models whose layers differ in width must not share
+    a graph."""
+    return torch.ops.quantized.linear_dynamic(x, weight.packed, reduce_range=True).to(x.dtype)
 
 
 @linear_int8.register_fake
-def _(x: Tensor, index: int, out_features: int) -> Tensor:
+def _(x: Tensor, weight: PackedInt8, out_features: int) -> Tensor:
     return x.new_empty(*x.shape[:-1], out_features)
 
 
@@ -57,12 +77,11 @@ class _Int8Linear(nn.Module):
 
     def __init__(self, layer: nn.Module) -> None:
         super().__init__()
-        self.index = len(_PACKED)
         self.in_features, self.out_features = layer.in_features, layer.out_features
-        _PACKED.append(layer._packed_params._packed_params)
+        self.weight = PackedInt8(layer._packed_params._packed_params)
 
     def forward(self, x: Tensor) -> Tensor:
-        return torch.ops.attnmt.linear_int8(x, self.index, self.out_features)
+        return torch.ops.attnmt.linear_int8(x, self.weight, self.out_features)
 
 
 def _opaque_int8_layers(model: nn.Module) -> None:

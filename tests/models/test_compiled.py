@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import gc
+import weakref
 
 import pytest
 import torch
@@ -38,3 +40,18 @@ def test_compile_is_refused_for_an_ensemble(capsys, tiny_model, tiny_corpus):
     assert main(["translate", "--model", str(tiny_model), "--model", str(tiny_model), "--compile",
                  "--input", str(src)]) == 2
     assert "--compile decodes one model" in capsys.readouterr().err
+
+
+def test_an_int8_weight_lives_as_long_as_its_layer(tiny_model):
+    # the operator is handed each layer's weight (no table of every model's weights that a server reloading models
+    # would grow); a deep copy of the model holds weights of its own that compute the same
+    model = load(tiny_model, int8=True).model
+    _opaque_int8_layers(model)
+    layers = [m for m in model.modules() if isinstance(m, _Int8Linear)]
+    copied = copy.deepcopy(layers[0])
+    x = torch.randn(3, layers[0].in_features)
+    assert copied.weight is not layers[0].weight and torch.equal(copied(x), layers[0](x))
+    weights = [weakref.ref(layer.weight) for layer in layers]
+    del model, layers
+    gc.collect()
+    assert weights and all(w() is None for w in weights)
