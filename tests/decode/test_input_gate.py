@@ -171,9 +171,9 @@ def client(models: dict, config=None, **settings):
 def test_150000_texts_are_counted_before_any_is_validated(tiny_model):
     with client({"m": tiny_model}) as c:
         for texts in (["a"] * 150_000, [" "] * 150_000, [1] * 150_000):
-            started = time.perf_counter()
+            started = time.process_time()  # CPU seconds: what the refusal costs, whatever else shares the machine
             r = c.post("/translate", json={"texts": texts})
-            assert time.perf_counter() - started < 1.0
+            assert time.process_time() - started < 1.0
             assert (r.status_code, r.json()) == (422, {"error": {"field": "texts", "message": (
                 "the request has 150000 sentences; at most 32 are allowed")}})
 
@@ -261,9 +261,9 @@ def measured(name, run):
             f.write("5")  # the peak (VmHWM) starts again from what is resident now
     except OSError:
         pass
-    rss, started = kib("VmRSS"), time.perf_counter()
+    rss, started = kib("VmRSS"), time.process_time()  # CPU seconds, which a busy machine does not stretch
     said = run()
-    seconds = time.perf_counter() - started
+    seconds = time.process_time() - started
     print(json.dumps({"case": name, "said": said, "seconds": seconds, "grew_mb": (kib("VmHWM") - rss) / 1024,
                       "peak_mb": kib("VmHWM") / 1024}), flush=True)
 
@@ -295,8 +295,8 @@ with TestClient(create_app({"m": translator})) as client:
 @pytest.mark.timeout(300)
 def test_the_three_length_cases_are_refused_within_a_second_in_bounded_memory(tiny_model, tmp_path):
     """The Python API on one 100,000-word sentence, plot-attention on one 60,000-word line (about what a command
-    line holds), a request of 150,000 texts: each refused in one line, in under a second, the process growing by
-    less than 100 MB (measured in a process of its own, from its peak resident memory)."""
+    line holds), a request of 150,000 texts: each refused in one line, in under a second of the process's CPU time,
+    the process growing by less than 100 MB (measured in a process of its own, from its peak resident memory)."""
     pytest.importorskip("fastapi", reason="the serve extra (fastapi) is not installed")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     proc = subprocess.run([sys.executable, "-c", MEASURE, str(tiny_model), str(tmp_path / "a.png")],
