@@ -1,0 +1,121 @@
+"""BLEU and AER at a fixed number of updates: this checkout against an earlier one, beside the seed-to-seed spread.
+
+Each --run CONFIG:STEPS is trained for STEPS updates, each run its own process on one thread
+(`attnmt train CONFIG --set train.max_steps=STEPS --set train.seed=S --set train.threads=1
+--set train.max_time_s=100000`): once per --seed with this checkout, and once per --before-seed with the attnmt of
+--before DIR (a checkout of an earlier commit, run from DIR). A model folder under --root that already holds a run
+finished at STEPS is reused (delete it to train again). Every run's last checkpoint is then scored by this checkout
+with beam 5: BLEU (sacreBLEU 13a) on the config's test set (data.test_src / data.test_tgt, else the held-out pairs
+the run wrote to its folder, which train.seed chooses) and, for a guided config with --gold, the AER of its attention
+read as word alignments (attnmt align-table's forward row of the model's default method: shift for the guided row).
+
+    python -m benchmarks.fixed_step --before ../before --root runs/fixed_step \\
+        --run recipes/multi30k/de_en_rnnsearch.yaml:1000 --run recipes/alignment_chinese/guided_zh_en.yaml:800 \\
+        --seed 1 --seed 2 --before-seed 1 \\
+        --gold data/align_zhen/gold.zh data/align_zhen/gold.en data/zhen-nist/zhen.gold
+
+writes benchmarks/results/fixed_step_bleu_aer.json: per config, each run's scores, the difference of this checkout
+from --before at the same seed, and the spread (largest minus smallest) over this checkout's seeds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from benchmarks.common import write_result
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def train(config: Path, steps: int, seed: int, model_dir: Path, checkout: Path | None) -> None:
+    """Train ``config`` into ``model_dir`` with this checkout or ``checkout``, unless it holds a run finished at
+    ``steps`` already."""
+    from attnmt.train.events import training_summary
+
+    if training_summary(model_dir).get("steps") == steps:
+        return
+    env = {**os.environ, "PYTHONPATH": str(checkout or ROOT)}
+    command = [sys.executable, "-m", "attnmt", "train", str(config.resolve()), "--model-dir", str(model_dir.resolve()),
+               "--overwrite", "--set", f"train.max_steps={steps}", "--set", f"train.seed={seed}",
+               "--set", "train.threads=1", "--set", "train.max_time_s=100000"]
+    subprocess.run(command, env=env, cwd=checkout or ROOT, check=True, stdout=subprocess.DEVNULL)
+    if training_summary(model_dir).get("steps") != steps:
+        raise SystemExit(f"{model_dir}: the run did not reach {steps} steps")
+
+
+def score(config_path: Path, model_dir: Path, gold: list[str] | None) -> dict:
+    """BLEU (beam 5, last checkpoint) on the test set, and the AER of a guided model's attention with ``gold``."""
+    from attnmt.align.extract import model_method
+    from attnmt.align.table import alignment_table
+    from attnmt.config.schema import is_guided, load_config
+    from attnmt.decode.evaluate import evaluate_translator
+    from attnmt.decode.translator import load
+
+    config = load_config(config_path)
+    if gold and is_guided(config):
+        table = alignment_table(*gold, models=[f"m={model_dir}"], checkpoint="last", beam=5)
+        forward = table["models"]["m"]["forward"]
+        row = next(r for r in table["rows"] if r["row"] == f"m: attention {model_method(config)}")
+        return {"bleu": forward["test_bleu"], "test": "the run's held-out pairs",
+                "sentences": forward["test_sentences"],
+                "aer": row["aer"], "precision": row["precision"], "recall": row["recall"], "aer_row": row["row"]}
+    src, ref = config.data.test_src, config.data.test_tgt
+    if not src:
+        src, ref = model_dir / "test.src", model_dir / "test.tgt"
+    report = evaluate_translator(load(model_dir, checkpoint="last"), src, ref, beam=5)
+    return {"bleu": round(report.scores.bleu, 2), "test": str(src), "sentences": report.n_sentences}
+
+
+def compare(runs: dict[str, dict], seeds: list[int], before_seeds: list[int]) -> dict:
+    """This checkout minus --before at each shared seed, and the spread over this checkout's seeds."""
+    out: dict = {}
+    for key in ("bleu", "aer"):
+        if key not in runs[f"after_s{seeds[0]}"]:
+            continue
+        after = [runs[f"after_s{s}"][key] for s in seeds]
+        out[key] = {"difference_at_seed": {s: round(runs[f"after_s{s}"][key] - runs[f"before_s{s}"][key], 4)
+                                           for s in before_seeds if s in seeds},
+                    "seed_spread": round(max(after) - min(after), 4)}
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--before", type=Path, required=True, help="a checkout of the earlier commit")
+    parser.add_argument("--root", type=Path, required=True, help="where the model folders go")
+    parser.add_argument("--run", action="append", required=True, help="CONFIG:STEPS (repeatable)")
+    parser.add_argument("--seed", type=int, action="append", required=True, help="this checkout's seeds")
+    parser.add_argument("--before-seed", type=int, action="append", required=True, help="--before's seeds")
+    parser.add_argument("--gold", nargs=3, metavar=("SRC", "TGT", "LINKS"), help="a gold set for guided configs")
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+    before_commit = subprocess.run(["git", "-C", str(args.before), "rev-parse", "HEAD"], capture_output=True,
+                                   text=True).stdout.strip() or None
+    configs = []
+    for spec in args.run:
+        path, _, steps = spec.rpartition(":")
+        configs.append((Path(path), int(steps)))
+    results = []
+    for config, steps in configs:
+        from attnmt.config.schema import load_config
+
+        name = load_config(config).name
+        runs: dict[str, dict] = {}
+        for side, seeds, checkout in (("before", args.before_seed, args.before), ("after", args.seed, None)):
+            for seed in seeds:
+                model_dir = args.root / f"{name}_{side}_s{seed}"
+                train(config, steps, seed, model_dir, checkout)
+                runs[f"{side}_s{seed}"] = score(config, model_dir, args.gold)
+                print(name, side, seed, runs[f"{side}_s{seed}"], flush=True)
+        results.append({"config": str(config), "steps": steps, "runs": runs,
+                        **compare(runs, args.seed, args.before_seed)})
+    write_result("fixed_step_bleu_aer", {"before_commit": before_commit, "threads": 1, "checkpoint": "last",
+                                         "beam": 5, "gold": args.gold, "configs": results}, args.out)
+
+
+if __name__ == "__main__":
+    main()
