@@ -25,7 +25,8 @@ from attnmt.decode.translator import load
 from attnmt.explore.page import build_export, export_page
 from attnmt.serve import create_app
 from tests.conftest import tiny_config
-from tests.serve.test_browser import CHROMIUM, TIMEOUT_MS, running_server
+from tests.explore.pages import explore, open_page, show, texts
+from tests.serve.test_browser import CHROMIUM, running_server
 from tests.serve.test_serve import SENTENCE
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(),
@@ -43,56 +44,10 @@ def base_url(models) -> Iterator[str]:
         yield url
 
 
-def open_page(browser, url: str, locale: str = "en-US", offline: bool = False):
-    """A page at ``url`` that records its errors (and, offline, every request it tries and blocks it)."""
-    context = browser.new_context(viewport={"width": 1100, "height": 1000}, locale=locale)
-    page = context.new_page()
-    page.errors, page.requests = [], []
-    page.on("pageerror", lambda e: page.errors.append(str(e)))
-    page.on("console", lambda m: page.errors.append(m.text) if m.type == "error" else None)
-    if offline:
-        def block(route):
-            page.requests.append(route.request.url)
-            if route.request.url.startswith("file:"):
-                route.continue_()
-            else:
-                route.abort()
-        context.route("**/*", block)
-    page.set_default_timeout(TIMEOUT_MS)
-    page.goto(url)
-    page.wait_for_selector("body[data-ready=true]")
-    return page
-
-
 @pytest.fixture
 def page(browser, base_url):
-    page = open_page(browser, base_url + "/")
-    yield page
-    page.context.close()
-    assert not page.errors, f"the page logged errors: {page.errors}"
-
-
-def explore(base_url: str, text: str, model: str = "rnnsearch", **body) -> dict:
-    answer = httpx.post(base_url + "/explore", json={"text": text, "model": model, "top_k": 10, **body}, timeout=60)
-    assert answer.status_code == 200, answer.text
-    return answer.json()["record"]
-
-
-def show(page, text: str, model: str | None = None, beam: int | None = None) -> None:
-    """Translate ``text`` as a user would, and wait until the explorer shows its record."""
-    if model is not None:
-        page.select_option("#model", value=model)
-    if beam is not None:
-        page.fill("#beam", str(beam))
-    page.fill("#source", text)
-    page.press("#source", "Enter")
-    page.wait_for_function("([text, model]) => { const e = document.getElementById('explorer');"
-                           " return e.dataset.source === text && e.dataset.model === model; }",
-                           arg=[text, model or "rnnsearch"])
-
-
-def texts(page, selector: str) -> list[str]:
-    return page.eval_on_selector_all(selector, "els => els.map(e => e.textContent)")
+    with open_page(browser, base_url + "/") as page:
+        yield page
 
 
 TAB_LINE = """() => { const bar = document.querySelector('.tabs'), box = bar.getBoundingClientRect();
@@ -104,8 +59,7 @@ TAB_LINE = """() => { const bar = document.querySelector('.tabs'), box = bar.get
 
 @pytest.mark.parametrize("locale", ["en-US", "zh-CN"])
 def test_the_tab_bar_is_one_line_at_1100_px_and_scrolls_when_narrower(browser, base_url, locale):
-    page = open_page(browser, base_url + "/", locale=locale)  # 1100 px wide
-    try:
+    with open_page(browser, base_url + "/", locale=locale) as page:  # 1100 px wide
         line = page.evaluate(TAB_LINE)
         assert len(line["tops"]) == 8 and len(set(line["tops"])) == 1 and line["height"] < 50, line
         assert all(line["inside"]) and not line["scrolls"], line  # every tab seen, none scrolled away
@@ -113,9 +67,7 @@ def test_the_tab_bar_is_one_line_at_1100_px_and_scrolls_when_narrower(browser, b
         page.click('.tabs [data-view="layers"]')  # the last tab: scrolled into view
         line = page.evaluate(TAB_LINE)
         assert len(set(line["tops"])) == 1 and line["scrolls"] and line["inside"][-1], line
-        assert page.is_visible("#view-layers") and not page.errors, page.errors
-    finally:
-        page.context.close()
+        assert page.is_visible("#view-layers")
 
 
 def test_the_page_opens_with_an_example_translated(page, base_url):
@@ -261,8 +213,7 @@ def test_choosing_a_head_changes_the_heatmap(page, base_url, tmp_path):
 
 
 def test_the_language_follows_the_browser_and_the_switch(browser, base_url, tmp_path):
-    page = open_page(browser, base_url + "/", locale="zh-CN")
-    try:
+    with open_page(browser, base_url + "/", locale="zh-CN") as page:
         assert page.inner_text("#tagline") == "翻译一个句子，看看模型关注了什么。"
         assert page.inner_text('.tabs [data-view="beam"]') == "束搜索"
         assert page.evaluate("document.documentElement.lang") == "zh-CN"
@@ -274,9 +225,6 @@ def test_the_language_follows_the_browser_and_the_switch(browser, base_url, tmp_
         assert page.inner_text("#tagline") == "Translate a sentence and see what the model looked at."
         assert page.inner_text('.tabs [data-view="beam"]') == "Beam search"
         assert page.inner_text("#step-label").startswith("step 2 of")
-        assert not page.errors
-    finally:
-        page.context.close()
 
 
 def test_the_exported_file_works_from_file_urls_with_the_network_blocked(browser, models, tmp_path):
@@ -285,8 +233,7 @@ def test_the_exported_file_works_from_file_urls_with_the_network_blocked(browser
     data = build_export(translators, sentences, beam=3, alternatives=3)
     path = tmp_path / "explore.html"
     path.write_text(export_page(data), encoding="utf-8")
-    page = open_page(browser, path.as_uri(), offline=True)
-    try:
+    with open_page(browser, path.as_uri(), offline=True) as page:
         assert page.is_hidden("#source") and page.is_visible("#export-sentence")
         assert texts(page, "#export-sentence option") == sentences
         page.select_option("#model", value="rnnsearch")
@@ -316,9 +263,6 @@ def test_the_exported_file_works_from_file_urls_with_the_network_blocked(browser
         for column, model in (("#cmp-col-a", "seq2seq"), ("#cmp-col-b", "rnnsearch")):
             assert page.inner_text(f"{column} .cmp-text") == data["sentences"][1]["records"][model]["output"]["text"]
         assert page.requests == [path.as_uri()], "the exported page asked the network"
-        assert not page.errors, page.errors
-    finally:
-        page.context.close()
 
 
 def test_words_by_default_and_pieces_on_request(browser, tiny_corpus, tmp_path):
@@ -331,14 +275,10 @@ def test_words_by_default_and_pieces_on_request(browser, tiny_corpus, tmp_path):
     assert record["source"]["pieces"] != record["source"]["words"]  # the words are made of several pieces
     path = tmp_path / "sp.html"
     path.write_text(export_page(data), encoding="utf-8")
-    page = open_page(browser, path.as_uri(), offline=True)
-    try:
+    with open_page(browser, path.as_uri(), offline=True) as page:
         assert texts(page, "#step-heatmap .mx-col") == ["bosa", "memosu", "renadu", "pani", "deme"]
         assert texts(page, "#step-heatmap .mx-row") == record["output"]["words"] + ["</s>"]
         assert texts(page, "#step-bars .label") == record["source"]["words"]
         page.select_option("#units", value="pieces")
         assert texts(page, "#step-heatmap .mx-col") == record["source"]["pieces"]
         assert texts(page, "#step-heatmap .mx-row") == [s["output"] for s in record["steps"]]
-        assert not page.errors, page.errors
-    finally:
-        page.context.close()

@@ -19,7 +19,7 @@ from attnmt.decode.translator import load
 from attnmt.explore.page import build_export, export_page
 from attnmt.serve import create_app
 from tests.conftest import tiny_config
-from tests.explore.test_browser_explorer import explore, open_page, show
+from tests.explore.pages import explore, open_page, show
 from tests.explore.test_explore import SENTENCE
 from tests.serve.test_browser import CHROMIUM, running_server
 
@@ -73,8 +73,7 @@ def check_every_head(page, record: dict) -> None:
 
 
 def test_every_layer_and_head_of_the_three_attentions_opens_as_lines_and_a_heatmap(browser, base_url, tmp_path):
-    page = open_page(browser, base_url + "/")
-    try:
+    with open_page(browser, base_url + "/") as page:
         page.wait_for_selector("#explorer[data-source]")
         page.select_option("#units", value="pieces")
         show(page, SENTENCE, model="transformer", beam=2)
@@ -97,14 +96,10 @@ def test_every_layer_and_head_of_the_three_attentions_opens_as_lines_and_a_heatm
         assert visible and set(visible) == {str(last)}
         page.select_option("#mv-kind", value="encoder")
         page.click('#mv-grid .mv-thumb[data-layer="1"][data-head="0"]')
-        assert not page.errors, page.errors
-    finally:
-        page.context.close()
 
 
 def test_the_view_in_chinese_and_a_model_without_self_attention(browser, base_url):
-    page = open_page(browser, base_url + "/", locale="zh-CN")
-    try:
+    with open_page(browser, base_url + "/", locale="zh-CN") as page:
         page.wait_for_selector("#explorer[data-source]")
         show(page, SENTENCE, model="rnnsearch")
         page.click('.tabs [data-view="layers"]')
@@ -119,20 +114,13 @@ def test_the_view_in_chinese_and_a_model_without_self_attention(browser, base_ur
             "编码器自注意力（源句 \u2192 源句）", "解码器自注意力（已写出的部分 \u2192 已写出的部分）",
             "交叉注意力（译文 \u2192 源句）"]
         assert page.inner_text("#mv-grid .mv-label >> nth=0") == "第 1 个头"
-        assert not page.errors, page.errors
-    finally:
-        page.context.close()
 
 
 def test_the_exported_file_shows_every_head_offline(browser, transformer, tmp_path):
     data = build_export({"transformer": load(transformer)}, [SENTENCE], beam=2, alternatives=0)
     path = tmp_path / "explore.html"
     path.write_text(export_page(data), encoding="utf-8")
-    page = open_page(browser, path.as_uri(), offline=True)
-    try:
+    with open_page(browser, path.as_uri(), offline=True) as page:
         page.click('.tabs [data-view="layers"]')
         check_every_head(page, data["sentences"][0]["records"]["transformer"])
         assert page.requests == [path.as_uri()], "the exported page asked the network"
-        assert not page.errors, page.errors
-    finally:
-        page.context.close()

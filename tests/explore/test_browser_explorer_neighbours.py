@@ -17,7 +17,7 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not 
 from attnmt.decode.translator import load
 from attnmt.explore.page import build_export, export_page
 from attnmt.serve import create_app
-from tests.explore.test_browser_explorer import explore, open_page, show, texts
+from tests.explore.pages import explore, open_page, show, texts
 from tests.explore.test_explore import SENTENCE
 from tests.serve.test_browser import CHROMIUM, running_server
 
@@ -50,8 +50,7 @@ def check_source(page, found: dict, j: int) -> None:
 
 
 def test_the_nearest_states_of_each_step_and_each_source_word(browser, base_url, tmp_path):
-    page = open_page(browser, base_url + "/")
-    try:
+    with open_page(browser, base_url + "/") as page:
         page.wait_for_selector("#explorer[data-source]")
         page.select_option("#units", value="pieces")
         show(page, SENTENCE, beam=2)
@@ -70,14 +69,10 @@ def test_the_nearest_states_of_each_step_and_each_source_word(browser, base_url,
             "’", "'"))
         assert page.get_attribute('#nb-source .tok[data-at="1"]', "class") == "tok pickable focus"
         assert "focus" not in page.get_attribute('#nb-target .tok[data-step="2"]', "class")
-        assert not page.errors, page.errors
-    finally:
-        page.context.close()
 
 
 def test_the_chinese_page(browser, base_url):
-    page = open_page(browser, base_url + "/", locale="zh-CN")
-    try:
+    with open_page(browser, base_url + "/", locale="zh-CN") as page:
         page.wait_for_selector("#explorer[data-source]")
         show(page, SENTENCE)
         page.click('.tabs [data-view="neighbours"]')
@@ -88,9 +83,6 @@ def test_the_chinese_page(browser, base_url):
         word = texts(page, "#nb-source .tok")[0]
         assert page.inner_text("#nb-prompt").startswith(f"“{word}”的编码器状态。在训练句子的")
         assert page.locator("#nb-list .nb-word").count() == 5
-        assert not page.errors, page.errors
-    finally:
-        page.context.close()
 
 
 def test_the_exported_file_carries_the_neighbours(browser, tiny_model, tmp_path):
@@ -98,8 +90,7 @@ def test_the_exported_file_carries_the_neighbours(browser, tiny_model, tmp_path)
     found = data["sentences"][0]["records"]["rnnsearch"]["neighbours"]
     path = tmp_path / "explore.html"
     path.write_text(export_page(data), encoding="utf-8")
-    page = open_page(browser, path.as_uri(), offline=True)
-    try:
+    with open_page(browser, path.as_uri(), offline=True) as page:
         page.select_option("#units", value="pieces")
         page.click('.tabs [data-view="neighbours"]')
         check_step(page, found, 0)
@@ -107,6 +98,4 @@ def test_the_exported_file_carries_the_neighbours(browser, tiny_model, tmp_path)
         check_step(page, found, 1)
         page.click('#nb-source .tok[data-at="2"]')
         check_source(page, found, 2)
-        assert page.requests == [path.as_uri()] and not page.errors, page.errors
-    finally:
-        page.context.close()
+        assert page.requests == [path.as_uri()]

@@ -18,7 +18,7 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not 
 from attnmt.decode.translator import load
 from attnmt.explore.page import build_export, export_page
 from attnmt.serve import create_app
-from tests.explore.test_browser_explorer import explore, open_page, show, texts
+from tests.explore.pages import explore, open_page, show, texts
 from tests.explore.test_explore import SENTENCE
 from tests.serve.test_browser import CHROMIUM, running_server
 
@@ -39,8 +39,7 @@ def cells(page, box: str) -> list[float]:
 
 
 def test_pinning_a_steps_attention_to_a_source_word_decodes_the_rest_again(browser, base_url, tmp_path):
-    page = open_page(browser, base_url + "/")
-    try:
+    with open_page(browser, base_url + "/") as page:
         page.wait_for_selector("#explorer[data-source]")
         page.select_option("#units", value="pieces")
         show(page, SENTENCE, model="rnnsearch", beam=1)
@@ -63,14 +62,10 @@ def test_pinning_a_steps_attention_to_a_source_word_decodes_the_rest_again(brows
                                                             for w in row], abs=1e-9)
         said = page.inner_text("#pin-said")
         assert said.startswith(f"At step {step + 1}, all attention on \u201c{record['source']['pieces'][column]}\u201d")
-        assert not page.errors, page.errors
-    finally:
-        page.context.close()
 
 
 def test_a_transformers_cross_attention_is_pinned_in_every_layer_and_head_in_the_chinese_page(browser, base_url):
-    page = open_page(browser, base_url + "/", locale="zh-CN")
-    try:
+    with open_page(browser, base_url + "/", locale="zh-CN") as page:
         page.wait_for_selector("#explorer[data-source]")
         page.select_option("#units", value="pieces")
         show(page, SENTENCE, model="transformer", beam=1)
@@ -95,23 +90,16 @@ def test_a_transformers_cross_attention_is_pinned_in_every_layer_and_head_in_the
         assert cells(page, "#pin-after") == pytest.approx([w for row in pinned["attention"]["pieces"]["mean"]
                                                            for w in row], abs=1e-9)
         assert page.inner_text("#pin-said").startswith(f"第 {step + 1} 步的注意力全部放在")
-        assert not page.errors, page.errors
-    finally:
-        page.context.close()
 
 
 def test_a_model_without_attention_says_why_there_is_nothing_to_edit(browser, base_url):
-    page = open_page(browser, base_url + "/", locale="zh-CN")
-    try:
+    with open_page(browser, base_url + "/", locale="zh-CN") as page:
         page.wait_for_selector("#explorer[data-source]")
         show(page, SENTENCE, model="seq2seq")
         page.click('.tabs [data-view="pin"]')
         assert page.is_visible("#pin-none") and page.is_hidden("#pin-box")
         assert page.inner_text("#pin-none").startswith("没有注意力的模型（seq2seq）")
         assert page.get_attribute('.tabs [data-view="pin"]', "class") == "dim"
-        assert not page.errors, page.errors
-    finally:
-        page.context.close()
 
 
 def test_the_exported_file_shows_the_outcomes_decoded_in_advance_offline(browser, tiny_model, tmp_path):
@@ -122,8 +110,7 @@ def test_the_exported_file_shows_the_outcomes_decoded_in_advance_offline(browser
     path.write_text(export_page(data), encoding="utf-8")
     for locale, words in (("en-US", "This file holds the edits of steps 1 to 1"),
                           ("zh-CN", "这个文件里只有第 1 到 1 步预先解码好的编辑")):
-        page = open_page(browser, path.as_uri(), locale=locale, offline=True)
-        try:
+        with open_page(browser, path.as_uri(), locale=locale, offline=True) as page:
             page.wait_for_selector("#explorer[data-source]")
             page.select_option("#units", value="pieces")
             page.click('.tabs [data-view="pin"]')
@@ -139,9 +126,7 @@ def test_the_exported_file_shows_the_outcomes_decoded_in_advance_offline(browser
             assert texts(page, "#pin-after-text .tok") == outcome["output"]["pieces"]
             assert cells(page, "#pin-after") == pytest.approx([w for row in outcome["attention"]["pieces"]["mean"]
                                                                for w in row], abs=1e-3)
-            assert page.requests == [path.as_uri()] and not page.errors, page.errors
-        finally:
-            page.context.close()
+            assert page.requests == [path.as_uri()]
 
 
 def test_an_exported_file_without_outcomes_says_editing_needs_the_server(browser, tiny_model, tmp_path):
@@ -150,11 +135,8 @@ def test_an_exported_file_without_outcomes_says_editing_needs_the_server(browser
     path.write_text(export_page(data), encoding="utf-8")
     for locale, words in (("en-US", "it needs the live server (attnmt serve)"),
                           ("zh-CN", "要用在线服务器（attnmt serve）")):
-        page = open_page(browser, path.as_uri(), locale=locale, offline=True)
-        try:
+        with open_page(browser, path.as_uri(), locale=locale, offline=True) as page:
             page.click('.tabs [data-view="pin"]')
             assert page.is_visible("#pin-none") and page.is_hidden("#pin-box")
             assert words in page.inner_text("#pin-none")
-            assert page.requests == [path.as_uri()] and not page.errors, page.errors
-        finally:
-            page.context.close()
+            assert page.requests == [path.as_uri()]

@@ -32,7 +32,7 @@ from attnmt.decode.translator import load
 from attnmt.explore.page import STATIC_DIR, build_export, export_page
 from attnmt.serve import create_app
 from tests.conftest import tiny_config
-from tests.explore.test_browser_explorer import explore, open_page, show, texts
+from tests.explore.pages import explore, open_page, show, texts
 from tests.explore.test_explore import SENTENCE, train_tiny
 from tests.serve.test_browser import CHROMIUM, running_server
 
@@ -89,11 +89,6 @@ def write_export(path: Path, translators: dict, sentences: list[str], compress: 
     return path
 
 
-def closed(page) -> None:
-    page.context.close()
-    assert not page.errors, f"the page logged errors: {page.errors}"
-
-
 # ------------------------------------------------------------------------------------ Chinese
 
 
@@ -116,8 +111,7 @@ def has_chinese_font() -> bool:
 @pytest.mark.skipif(not has_chinese_font(), reason="no Chinese font installed (fonts-noto-cjk)")
 def test_chinese_labels_stand_upright_on_the_chinese_page(browser, chinese_model, tmp_path):
     path = write_export(tmp_path / "zh.html", {"zh": load(chinese_model)}, CHINESE, alternatives=0)
-    page = open_page(browser, path.as_uri(), locale="zh-CN", offline=True)
-    try:
+    with open_page(browser, path.as_uri(), locale="zh-CN", offline=True) as page:
         page.evaluate("() => { const s = document.createElement('span'); s.id = 'upright-reference';"
                       " s.style.fontSize = '0.85rem'; s.textContent = '爱'; document.body.prepend(s); }")
         reference = ink(page.locator("#upright-reference").screenshot())
@@ -137,13 +131,10 @@ def test_chinese_labels_stand_upright_on_the_chinese_page(browser, chinese_model
         assert any(len(text) == 1 for text, _, _ in boxes)
         assert all(height > width for text, width, height in boxes if len(text) > 1)
         assert texts(page, '.tabs [data-view="compare"]') == ["seq2seq 与注意力"]
-    finally:
-        closed(page)
 
 
 def test_the_chinese_page_has_every_string_in_chinese(browser, base_url):
-    page = open_page(browser, base_url + "/", locale="zh-CN")
-    try:
+    with open_page(browser, base_url + "/", locale="zh-CN") as page:
         assert page.evaluate("Object.keys(STRINGS.en).filter(k => !(k in STRINGS.zh))") == []
         same = page.evaluate("Object.keys(STRINGS.en).filter(k => STRINGS.zh[k] === STRINGS.en[k])")
         assert set(same) <= {"eq_e", "eq_alpha", "beam_logp", "bleu", "chrf"}  # notation, the same in both
@@ -169,8 +160,6 @@ def test_the_chinese_page_has_every_string_in_chinese(browser, base_url):
         english = {run for run in re.findall(r"[A-Za-z][A-Za-z'-]*", "\n".join(shown))
                    if run not in NAMES and not made_of(run, data)}
         assert not english, f"English left on the Chinese page: {sorted(english)}"
-    finally:
-        closed(page)
 
 
 # Names and notation that stay as they are in Chinese text: the program, model types, HTTP, the methods of
@@ -219,8 +208,7 @@ def test_a_60_token_sentence_scrolls_to_its_last_column(browser, tiny_model, seq
     long = " ".join(" ".join(pool).split()[:60])
     path = write_export(tmp_path / "long.html", {"seq2seq": load(seq2seq), "rnnsearch": load(tiny_model)}, [long],
                         alternatives=1)
-    page = open_page(browser, path.as_uri(), offline=True)
-    try:
+    with open_page(browser, path.as_uri(), offline=True) as page:
         page.select_option("#model", value="rnnsearch")
         checked = scrolls(page, "#heatmap-wrap") + scrolls(page, "#step-heatmap-box .matrix-wrap")
         page.click('.tabs [data-view="whatif"]')
@@ -231,8 +219,6 @@ def test_a_60_token_sentence_scrolls_to_its_last_column(browser, tiny_model, seq
         page.wait_for_selector("#cmp-col-b .matrix-wrap")
         checked += scrolls(page, "#cmp-col-b .matrix-wrap")
         assert checked == 4
-    finally:
-        closed(page)
 
 
 def scrolls(page, selector: str) -> int:
@@ -267,8 +253,7 @@ def test_a_sentence_that_html_reads_as_markup_keeps_the_exported_page_whole(brow
     path = write_export(tmp_path / "hostile.html", {"rnnsearch": load(tiny_model)}, [hostile], compress=compress,
                         alternatives=1)
     assert ('data-encoding="gzip+base64"' in path.read_text("utf-8")) == compress
-    page = open_page(browser, path.as_uri(), offline=True)
-    try:
+    with open_page(browser, path.as_uri(), offline=True) as page:
         assert texts(page, "#export-sentence option") == [hostile]
         record = explore_offline(tiny_model, hostile)
         rows, cols = len(record["output"]["words"]) + 1, len(record["source"]["words"])
@@ -276,8 +261,6 @@ def test_a_sentence_that_html_reads_as_markup_keeps_the_exported_page_whole(brow
         assert texts(page, "#step-heatmap .mx-col") == record["source"]["words"]
         scripts = (STATIC_DIR / "index.html").read_text("utf-8").count("<script src=")
         assert page.eval_on_selector_all("script:not([src])", "els => els.length") == 1 + scripts  # the data too
-    finally:
-        closed(page)
 
 
 def explore_offline(model: Path, text: str) -> dict:
@@ -297,8 +280,7 @@ def test_unk_is_marked_in_the_output_and_the_source(browser, tiny_corpus, tmp_pa
     record = build_export({"small": translator}, [sentence], beam=2, alternatives=0)["sentences"][0]["records"]["small"]
     assert "<unk>" in record["output"]["words"] and record["source"]["unknown"]
     path = write_export(tmp_path / "unk.html", {"small": translator}, [sentence], alternatives=0)
-    page = open_page(browser, path.as_uri(), offline=True)
-    try:
+    with open_page(browser, path.as_uri(), offline=True) as page:
         unknown_words = sorted({record["source"]["words"][record["source"]["piece_word"][k]]
                                 for k in record["source"]["unknown"]})
         assert sorted(texts(page, "#step-heatmap .mx-col.unk")) == unknown_words
@@ -313,8 +295,6 @@ def test_unk_is_marked_in_the_output_and_the_source(browser, tiny_corpus, tmp_pa
                                                              ".textContent, e.classList.contains('unk')])")
         assert any(piece == "<unk>" for piece, _ in nodes)
         assert all(marked == (piece == "<unk>") for piece, marked in nodes)
-    finally:
-        closed(page)
 
 
 def test_the_beam_says_which_number_is_log_p_and_which_the_final_score(page_en, base_url):
@@ -333,9 +313,8 @@ def test_the_beam_says_which_number_is_log_p_and_which_the_final_score(page_en, 
 
 @pytest.fixture
 def page_en(browser, base_url):
-    page = open_page(browser, base_url + "/")
-    yield page
-    closed(page)
+    with open_page(browser, base_url + "/") as page:
+        yield page
 
 
 # ------------------------------------------------------------------------------------- side by side

@@ -39,7 +39,7 @@ from attnmt.decode.translator import load
 from attnmt.explore.page import length_examples
 from attnmt.serve import create_app
 from tests.conftest import tiny_config
-from tests.explore.test_browser_explorer import open_page, show
+from tests.explore.pages import open_page, show
 from tests.explore.test_browser_explorer_reading import chinese_corpus
 from tests.serve.test_browser import CHROMIUM, running_server
 
@@ -148,7 +148,6 @@ def shoot(page, out: Path, name: str, view: str, drawn: list[str]) -> Path:
     path = out / f"{name}.png"
     page.locator("#explorer").screenshot(path=str(path))
     check_picture(path)
-    assert not page.errors, page.errors
     return path
 
 
@@ -274,12 +273,9 @@ VIEWS: list[tuple[str, Callable]] = [
 
 @pytest.mark.parametrize("locale, view", VIEWS, ids=[view.__name__ for _, view in VIEWS])
 def test_each_view_makes_its_picture(browser, base_url, sentences, out, locale, view):
-    page = open_page(browser, base_url + "/", locale=locale)
-    try:
+    with open_page(browser, base_url + "/", locale=locale) as page:
         page.wait_for_selector("#explorer[data-source]")
         view(page, sentences, out)
-    finally:
-        page.context.close()
 
 
 # ------------------------------------------------------------------------------------ the Chinese pairs
@@ -318,8 +314,7 @@ def test_a_chinese_pair_explored_end_to_end_on_the_chinese_page(browser, chinese
     (我 / 爱 / 你) over the heatmap's columns and the attention bars, the step in the middle lit."""
     folder, pairs = chinese
     sentence = pairs[name]
-    page = open_page(browser, chinese_url + "/", locale="zh-CN")
-    try:
+    with open_page(browser, chinese_url + "/", locale="zh-CN") as page:
         page.wait_for_selector("#explorer[data-source]")
         show(page, sentence, "zh-en", beam=5)
         words = page.evaluate("() => Array.from(document.querySelectorAll('#step-heatmap .mx-col'))"
@@ -333,8 +328,6 @@ def test_a_chinese_pair_explored_end_to_end_on_the_chinese_page(browser, chinese
         step_to(page, middle(page))
         assert page.inner_text('.tabs [data-view="steps"]') == "逐步解码"
         shoot(page, out, name, "steps", ["#step-bars .bar", "#step-heatmap .mx-cell.lit"])
-    finally:
-        page.context.close()
 
 
 def test_a_run_for_the_docs_never_takes_the_tiny_models(monkeypatch, tmp_path):
