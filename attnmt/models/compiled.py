@@ -20,7 +20,8 @@ int8 (:func:`attnmt.models.int8.quantize_int8`): torch.compile cannot trace torc
 opaque operator, ``attnmt::linear_int8``, that calls the same packed weight with the same kernel
 (``quantized::linear_dynamic``): the int8 arithmetic is unchanged and the graph stays whole around it. The layer
 hands the operator its weight as an argument, a :class:`PackedInt8` (an opaque reference type of torch.library):
-an input of the graph, so one graph serves every model of a type and the weight lives as long as its layer.
+an input of the graph, so the weight lives as long as its layer. Each model compiles its own graphs (its step is a
+copy of its class's code, :func:`_own_step`), paid at load.
 
 The compiled step's fused loops add in another order than torch's eager kernels, so log probs differ in the last
 bits; the chosen tokens are the same unless two candidates tie to that precision (tests/slow/test_compiled_step.py
@@ -31,6 +32,8 @@ from __future__ import annotations
 
 import copy
 import time
+import types
+from typing import Callable
 
 import torch
 from torch import Tensor, nn
@@ -94,6 +97,20 @@ def _opaque_int8_layers(model: nn.Module) -> None:
                 setattr(module, child_name, _Int8Linear(child))
 
 
+def _own_step(model: nn.Module) -> Callable:
+    """``model``'s decode_step bound to it, as a function with a code object of its own.
+
+    torch keeps the graphs it compiles for one code object together, up to its recompile_limit (8), and falls back
+    to the eager step beyond it; every model of a type shares its class's code, and each compiles about five graphs,
+    so a second model (int8 beside float32, or a server's second language pair) would run eager. A copy of the code
+    gives each model its own count, with no process-wide setting changed."""
+    method = type(model).decode_step
+    function = types.FunctionType(method.__code__.replace(), method.__globals__, method.__name__,
+                                  method.__defaults__, method.__closure__)
+    function.__kwdefaults__ = method.__kwdefaults__
+    return function.__get__(model)
+
+
 def compile_decoder_step(model: nn.Module) -> nn.Module:
     """``model`` (changed in place and returned) with its ``decode_step`` compiled by torch.compile.
 
@@ -101,11 +118,8 @@ def compile_decoder_step(model: nn.Module) -> nn.Module:
     those of the eager step but for rounding. Decoding only: training and teacher forcing stay eager.
     """
     _opaque_int8_layers(model)
-    # torch keeps the graphs of one function's code together, up to recompile_limit (8): every model of a type
-    # shares its decode_step's code, and each compiles about five graphs (a server may load several)
-    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
     # an instance attribute shadows the class's method: every caller of model.decode_step gets the compiled one
-    model.decode_step = torch.compile(type(model).decode_step.__get__(model), dynamic=True)
+    model.decode_step = torch.compile(_own_step(model), dynamic=True)
     model.compiled_step = True
     return model
 

@@ -7,6 +7,7 @@ near-ties could flip on rounding; the outputs below were equal on the AVX-512 EP
 from __future__ import annotations
 
 import pytest
+import torch
 
 from attnmt.decode.translator import load
 
@@ -20,6 +21,13 @@ def _sentences(corpus, n=40):
 @pytest.mark.parametrize("int8", [False, True])
 @pytest.mark.parametrize("model", ["tiny_model", "tiny_transformer"])
 def test_compiled_step_translates_as_the_eager_step(request, tiny_corpus, model, int8):
+    # a step beyond torch's recompile_limit would run eager and translate the same: fail instead (the int8 model
+    # follows the float32 one of its type in this process, and each compiles about five graphs against a limit of 8)
+    with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True):
+        _compiled_translates_as_eager(request, tiny_corpus, model, int8)
+
+
+def _compiled_translates_as_eager(request, tiny_corpus, model, int8):
     folder = request.getfixturevalue(model)
     sentences = _sentences(tiny_corpus)
     eager = load(folder, int8=int8)
