@@ -1,13 +1,14 @@
-"""A training process's resident memory held near what it uses: glibc's allocator keeps large blocks apart.
+"""A training process's resident memory held near what it uses: glibc's free pages given back, oneDNN's caches small.
 
 glibc's malloc serves a block of 128 KiB or more with a mapping of its own, unmapped when the block is freed,
 but each time such a block is freed it raises that threshold to the block's size (its dynamic mmap threshold,
 up to 32 MiB on 64-bit systems). A training step allocates and frees tensors of every size up to tens of MB;
 once the threshold has risen they come from the heap, where freed space is kept and splintered, and the
 process's resident memory climbs for many updates past what a step holds at once
-(benchmarks/results/data_memory.json). :func:`keep_large_blocks_apart` sets the threshold to glibc's own default
-(``mallopt(M_MMAP_THRESHOLD, 128 KiB)``), which turns the raising off: every large tensor is mapped on its own
-and given back when freed, at the cost of a fresh mapping per large allocation.
+(benchmarks/results/data_memory.json). :func:`give_back_free_pages` starts a thread that calls glibc's
+``malloc_trim(0)`` every :data:`TRIM_PERIOD_S` seconds, which hands every whole free page of the heap back to the
+system (``MADV_DONTNEED``), while the heap keeps serving blocks without a fresh mapping (and a page fault per
+page) for each large tensor.
 
 oneDNN, which runs the CPU's bfloat16 matrix products (``precision: auto`` or ``bf16``), keeps every product's
 compiled kernel, with its working memory, in two caches of 1,024 entries each: oneDNN's primitive cache and
@@ -20,8 +21,7 @@ found in the cache. The libraries read the capacities (``ONEDNN_PRIMITIVE_CACHE_
 capacity the user set is left as it is.
 
 Both change the whole process, so they are called by what owns a training process (:func:`attnmt.train.trainer.train`,
-beside the thread count), never on import. A threshold the user set (``MALLOC_MMAP_THRESHOLD_``) is left as it is,
-and so is a C library other than glibc.
+beside the thread count), never on import. A C library other than glibc is left as it is.
 """
 
 from __future__ import annotations
@@ -29,28 +29,38 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import threading
+import time
 
-__all__ = ["KERNEL_CACHE_CAPACITY", "MMAP_THRESHOLD", "bound_kernel_caches", "keep_large_blocks_apart"]
+__all__ = ["KERNEL_CACHE_CAPACITY", "TRIM_PERIOD_S", "bound_kernel_caches", "give_back_free_pages"]
 
-MMAP_THRESHOLD = 128 * 1024  # glibc's default: blocks this large or larger get a mapping of their own
-_M_MMAP_THRESHOLD = -3  # mallopt's parameter number, from glibc's malloc.h
+TRIM_PERIOD_S = 0.2  # seconds between two malloc_trim calls: several per update of a large model
 KERNEL_CACHE_CAPACITY = 64  # entries in each of oneDNN's and ideep's caches of compiled products
 # (ideep crashes with a capacity of 0)
 _KERNEL_CACHES = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")
+_TRIMMER = "attnmt-malloc-trim"  # the thread's name: one per process
 
 
-def keep_large_blocks_apart() -> bool:
-    """Fix glibc's mmap threshold at :data:`MMAP_THRESHOLD` for this process; whether it was set (False: not
-    glibc, or the user's ``MALLOC_MMAP_THRESHOLD_`` is in force)."""
-    if "MALLOC_MMAP_THRESHOLD_" in os.environ:
-        return False
+def give_back_free_pages(period_s: float = TRIM_PERIOD_S) -> threading.Thread | None:
+    """Start the daemon thread that gives glibc's free heap pages back every ``period_s`` seconds (once per
+    process: a second call returns the running thread); None where the C library is not glibc."""
+    running = next((t for t in threading.enumerate() if t.name == _TRIMMER), None)
+    if running is not None:
+        return running
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
+        trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
     except (OSError, AttributeError):
-        return False
-    mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
-    return mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1
+        return None
+    trim.argtypes, trim.restype = (ctypes.c_size_t,), ctypes.c_int
+
+    def every_period() -> None:
+        while True:
+            time.sleep(period_s)
+            trim(0)
+
+    thread = threading.Thread(target=every_period, name=_TRIMMER, daemon=True)
+    thread.start()
+    return thread
 
 
 def bound_kernel_caches() -> list[str]:

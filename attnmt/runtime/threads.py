@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import torch
 
-from attnmt.runtime.memory import bound_kernel_caches, keep_large_blocks_apart
+from attnmt.runtime.memory import bound_kernel_caches, give_back_free_pages
 
 __all__ = ["threads_for", "training_process", "use_threads"]
 
@@ -40,8 +40,8 @@ def threads_for(threads: int | None) -> Iterator[None]:
 
 def training_process(threads: int | None) -> None:
     """A training run's process: ``threads`` intra-op threads (None: one per available core, as oversubscription
-    slows small matrix products), large blocks of memory given back when freed and oneDNN's caches of compiled
-    products held small (:func:`attnmt.runtime.memory.keep_large_blocks_apart`, ``bound_kernel_caches``)."""
+    slows small matrix products), free memory given back to the system and oneDNN's caches of compiled products
+    held small (:func:`attnmt.runtime.memory.give_back_free_pages`, ``bound_kernel_caches``)."""
     torch.set_num_threads(max(1, threads or len(os.sched_getaffinity(0))))
-    keep_large_blocks_apart()
+    give_back_free_pages()
     bound_kernel_caches()

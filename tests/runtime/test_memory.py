@@ -1,6 +1,6 @@
-"""A training process gives large freed blocks back (attnmt/runtime/memory.py): after a large block is freed,
-glibc would serve later large blocks from its heap, where freed ones stay resident; with the threshold kept,
-each is a mapping of its own and freeing it lowers the resident memory."""
+"""A training process gives freed memory back (attnmt/runtime/memory.py): after a large block is freed, glibc
+serves later large blocks from its heap, where freed ones stay resident; the process's trimming thread hands their
+pages back to the system within a period."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ import pytest
 
 from tests.conftest import tiny_config
 
-# One large block freed (which raises glibc's threshold), then 60 blocks of 1 MiB, every other one freed:
-# prints how much the resident memory fell when they were freed, in MiB.
+# One large block freed (which raises glibc's threshold), then 60 blocks of 1 MiB from the heap, every other one
+# freed: prints how much the resident memory fell within two trimming periods of their freeing, in MiB.
 PATTERN = """
-import ctypes, sys
+import ctypes, sys, time
 from pathlib import Path
+from attnmt.runtime.memory import TRIM_PERIOD_S
 if sys.argv[1] == "kept":
     from attnmt.runtime.threads import training_process
     training_process(1)
@@ -33,6 +34,7 @@ for b in blocks:
 before = rss()
 for b in blocks[::2]:
     libc.free(b)
+time.sleep(2 * TRIM_PERIOD_S)
 print((before - rss()) // 1024)
 """
 
@@ -47,6 +49,13 @@ def fallen_mib(mode: str) -> int:
 def test_a_training_process_gives_freed_large_blocks_back():
     assert fallen_mib("default") < 5  # glibc as it comes: the freed blocks stay resident
     assert fallen_mib("kept") >= 25  # 30 blocks of 1 MiB given back
+
+
+def test_a_process_has_one_trimming_thread():
+    from attnmt.runtime.memory import give_back_free_pages
+
+    first = give_back_free_pages()
+    assert first is not None and first.daemon and give_back_free_pages() is first
 
 
 def test_training_sets_up_its_process(tiny_corpus, tmp_path, monkeypatch):
