@@ -2,29 +2,36 @@
 
 Each --run CONFIG:STEPS is trained for STEPS updates, each run its own process on one thread
 (`attnmt train CONFIG --set train.max_steps=STEPS --set train.seed=S --set train.threads=1
---set train.max_time_s=100000`): once per --seed with this checkout, and once per --before-seed with the attnmt of
---before DIR (a checkout of an earlier commit, run from DIR). A model folder under --root that already holds a run
-finished at STEPS is reused (delete it to train again). Every run's last checkpoint is then scored by this checkout
-with beam 5: BLEU (sacreBLEU 13a) on the config's test set (data.test_src / data.test_tgt, else the held-out pairs
-the run wrote to its folder, which train.seed chooses) and, for a guided config with --gold, the AER of its attention
-read as word alignments (attnmt align-table's forward row of the model's default method: shift for the guided row).
+--set train.max_time_s=100000`), --jobs of them at a time: once per --seed with this checkout, and once per
+--before-seed with the attnmt of --before DIR (a checkout of an earlier commit, run from DIR, with DIR's own copy of
+CONFIG where it has one: a key added since would be refused there; its relative data paths resolve in DIR, so link
+DIR/data to this checkout's data/). A model folder under --root that already holds a run finished at STEPS is reused
+(delete it to train again). Every run's last checkpoint is then scored by this checkout with beam 5: BLEU (sacreBLEU
+13a) on the config's test set (data.test_src / data.test_tgt, else the held-out pairs the run wrote to its folder,
+which train.seed chooses) and, for a guided config with --gold, the AER of its attention read as word alignments
+(attnmt align-table's forward row of the model's default method: shift for the guided row). A --before folder's
+config keeps the keys this checkout no longer has in config.before.yaml, so that this checkout can load it.
 
-    python -m benchmarks.fixed_step --before ../before --root runs/fixed_step \\
-        --run recipes/multi30k/de_en_rnnsearch.yaml:1000 --run recipes/alignment_chinese/guided_zh_en.yaml:800 \\
-        --seed 1 --seed 2 --before-seed 1 \\
-        --gold data/align_zhen/gold.zh data/align_zhen/gold.en data/zhen-nist/zhen.gold
+    python -m benchmarks.fixed_step --before ../before --root runs/fixed_step --jobs 2 \\
+        --run recipes/multi30k/de_en_rnnsearch.yaml:1000 --run recipes/alignment_hansards/guided_en_fr.yaml:800 \\
+        --seed 1 --seed 2 --before-seed 1 --before-seed 2 \\
+        --gold data/align_enfr/gold.en data/align_enfr/gold.fr data/enfr-hansards/enfr.gold
 
 writes benchmarks/results/fixed_step_bleu_aer.json: per config, each run's scores, the difference of this checkout
-from --before at the same seed, and the spread (largest minus smallest) over this checkout's seeds.
+from --before at the same seed, and the spread (largest minus smallest) over each side's seeds.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+import yaml
 
 from benchmarks.common import write_result
 
@@ -32,19 +39,51 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def train(config: Path, steps: int, seed: int, model_dir: Path, checkout: Path | None) -> None:
-    """Train ``config`` into ``model_dir`` with this checkout or ``checkout``, unless it holds a run finished at
-    ``steps`` already."""
+    """Train ``config`` into ``model_dir`` with this checkout or ``checkout`` (with its own copy of ``config`` where
+    it has one), unless it holds a run finished at ``steps`` already."""
     from attnmt.train.events import training_summary
 
     if training_summary(model_dir).get("steps") == steps:
         return
+    config = config.resolve()
+    if checkout is not None and (checkout / config.relative_to(ROOT)).is_file():
+        config = checkout / config.relative_to(ROOT)
     env = {**os.environ, "PYTHONPATH": str(checkout or ROOT)}
-    command = [sys.executable, "-m", "attnmt", "train", str(config.resolve()), "--model-dir", str(model_dir.resolve()),
+    command = [sys.executable, "-m", "attnmt", "train", str(config), "--model-dir", str(model_dir.resolve()),
                "--overwrite", "--set", f"train.max_steps={steps}", "--set", f"train.seed={seed}",
                "--set", "train.threads=1", "--set", "train.max_time_s=100000"]
     subprocess.run(command, env=env, cwd=checkout or ROOT, check=True, stdout=subprocess.DEVNULL)
     if training_summary(model_dir).get("steps") != steps:
         raise SystemExit(f"{model_dir}: the run did not reach {steps} steps")
+    if checkout is not None:
+        keep_removed_keys_aside(model_dir)
+
+
+def keep_removed_keys_aside(model_dir: Path) -> None:
+    """Drop the keys of ``model_dir``'s config that this checkout refuses as unknown (an earlier checkout's, such as
+    data.store), one at a time as its config loader names them, so that this checkout loads the folder; the original
+    is kept in config.before.yaml."""
+    from attnmt.config.schema import load_config
+    from attnmt.errors import UserError
+
+    path, before = model_dir / "config.yaml", model_dir / "config.before.yaml"
+    if not before.exists():
+        before.write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
+    while True:
+        try:
+            load_config(path)
+            return
+        except UserError as e:
+            unknown = re.search(r"unknown key '([\w.]+)'", str(e))
+            if unknown is None:
+                raise
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        *sections, key = unknown.group(1).split(".")
+        table = raw
+        for section in sections:
+            table = table[section]
+        del table[key]
+        path.write_text(yaml.safe_dump(raw, sort_keys=False, allow_unicode=True), encoding="utf-8")
 
 
 def score(config_path: Path, model_dir: Path, gold: list[str] | None) -> dict:
@@ -71,15 +110,17 @@ def score(config_path: Path, model_dir: Path, gold: list[str] | None) -> dict:
 
 
 def compare(runs: dict[str, dict], seeds: list[int], before_seeds: list[int]) -> dict:
-    """This checkout minus --before at each shared seed, and the spread over this checkout's seeds."""
+    """This checkout minus --before at each shared seed, and the spread over each side's seeds."""
     out: dict = {}
     for key in ("bleu", "aer"):
         if key not in runs[f"after_s{seeds[0]}"]:
             continue
-        after = [runs[f"after_s{s}"][key] for s in seeds]
+        spread = {side: round(max(v) - min(v), 4) for side, v in
+                  (("after", [runs[f"after_s{s}"][key] for s in seeds]),
+                   ("before", [runs[f"before_s{s}"][key] for s in before_seeds]))}
         out[key] = {"difference_at_seed": {s: round(runs[f"after_s{s}"][key] - runs[f"before_s{s}"][key], 4)
                                            for s in before_seeds if s in seeds},
-                    "seed_spread": round(max(after) - min(after), 4)}
+                    "seed_spread": spread["after"], "before_seed_spread": spread["before"]}
     return out
 
 
@@ -91,6 +132,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, action="append", required=True, help="this checkout's seeds")
     parser.add_argument("--before-seed", type=int, action="append", required=True, help="--before's seeds")
     parser.add_argument("--gold", nargs=3, metavar=("SRC", "TGT", "LINKS"), help="a gold set for guided configs")
+    parser.add_argument("--jobs", type=int, default=1, help="runs trained at a time (each on one thread)")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     before_commit = subprocess.run(["git", "-C", str(args.before), "rev-parse", "HEAD"], capture_output=True,
@@ -99,18 +141,22 @@ def main() -> None:
     for spec in args.run:
         path, _, steps = spec.rpartition(":")
         configs.append((Path(path), int(steps)))
+    from attnmt.config.schema import load_config
+
+    plan = [(config, steps, side, seed, checkout, args.root / f"{load_config(config).name}_{side}_s{seed}")
+            for config, steps in configs
+            for side, seeds, checkout in (("before", args.before_seed, args.before), ("after", args.seed, None))
+            for seed in seeds]
+    with ThreadPoolExecutor(args.jobs) as pool:  # each run a process of its own: threads only wait for them
+        for done in [pool.submit(train, config, steps, seed, model_dir, checkout)
+                     for config, steps, _, seed, checkout, model_dir in plan]:
+            done.result()
     results = []
     for config, steps in configs:
-        from attnmt.config.schema import load_config
-
-        name = load_config(config).name
         runs: dict[str, dict] = {}
-        for side, seeds, checkout in (("before", args.before_seed, args.before), ("after", args.seed, None)):
-            for seed in seeds:
-                model_dir = args.root / f"{name}_{side}_s{seed}"
-                train(config, steps, seed, model_dir, checkout)
-                runs[f"{side}_s{seed}"] = score(config, model_dir, args.gold)
-                print(name, side, seed, runs[f"{side}_s{seed}"], flush=True)
+        for _, _, side, seed, _, model_dir in (p for p in plan if p[0] == config):
+            runs[f"{side}_s{seed}"] = score(config, model_dir, args.gold)
+            print(model_dir.name, runs[f"{side}_s{seed}"], flush=True)
         results.append({"config": str(config), "steps": steps, "runs": runs,
                         **compare(runs, args.seed, args.before_seed)})
     write_result("fixed_step_bleu_aer", {"before_commit": before_commit, "threads": 1, "checkpoint": "last",
