@@ -13,9 +13,9 @@ which train.seed chooses) and, for a guided config with --gold, the AER of its a
 config keeps the keys this checkout no longer has in config.before.yaml, so that this checkout can load it.
 
     python -m benchmarks.fixed_step --before ../before --root runs/fixed_step --jobs 2 \\
-        --run recipes/multi30k/de_en_rnnsearch.yaml:1000 --run recipes/alignment_hansards/guided_en_fr.yaml:800 \\
+        --run recipes/multi30k/de_en_rnnsearch.yaml:1000 --run recipes/alignment_chinese/guided_zh_en.yaml:800 \\
         --seed 1 --seed 2 --before-seed 1 --before-seed 2 \\
-        --gold data/align_enfr/gold.en data/align_enfr/gold.fr data/enfr-hansards/enfr.gold
+        --gold data/align_zhen/gold.zh data/align_zhen/gold.en data/zhen-nist/zhen.gold
 
 writes benchmarks/results/fixed_step_bleu_aer.json: per config, each run's scores, the difference of this checkout
 from --before at the same seed, and the spread (largest minus smallest) over each side's seeds.
@@ -30,12 +30,23 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import NamedTuple
 
 import yaml
 
 from benchmarks.common import write_result
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+class Run(NamedTuple):
+    """One training run of the benchmark: a config trained by one side (checkout None: this one) at one seed."""
+    config: Path
+    steps: int
+    side: str
+    seed: int
+    checkout: Path | None
+    model_dir: Path
 
 
 def train(config: Path, steps: int, seed: int, model_dir: Path, checkout: Path | None) -> None:
@@ -143,20 +154,19 @@ def main() -> None:
         configs.append((Path(path), int(steps)))
     from attnmt.config.schema import load_config
 
-    plan = [(config, steps, side, seed, checkout, args.root / f"{load_config(config).name}_{side}_s{seed}")
+    plan = [Run(config, steps, side, seed, checkout, args.root / f"{load_config(config).name}_{side}_s{seed}")
             for config, steps in configs
             for side, seeds, checkout in (("before", args.before_seed, args.before), ("after", args.seed, None))
             for seed in seeds]
     with ThreadPoolExecutor(args.jobs) as pool:  # each run a process of its own: threads only wait for them
-        for done in [pool.submit(train, config, steps, seed, model_dir, checkout)
-                     for config, steps, _, seed, checkout, model_dir in plan]:
+        for done in [pool.submit(train, r.config, r.steps, r.seed, r.model_dir, r.checkout) for r in plan]:
             done.result()
     results = []
     for config, steps in configs:
         runs: dict[str, dict] = {}
-        for _, _, side, seed, _, model_dir in (p for p in plan if p[0] == config):
-            runs[f"{side}_s{seed}"] = score(config, model_dir, args.gold)
-            print(model_dir.name, runs[f"{side}_s{seed}"], flush=True)
+        for r in (r for r in plan if r.config == config):
+            runs[f"{r.side}_s{r.seed}"] = score(config, r.model_dir, args.gold)
+            print(r.model_dir.name, runs[f"{r.side}_s{r.seed}"], flush=True)
         results.append({"config": str(config), "steps": steps, "runs": runs,
                         **compare(runs, args.seed, args.before_seed)})
     write_result("fixed_step_bleu_aer", {"before_commit": before_commit, "threads": 1, "checkpoint": "last",
