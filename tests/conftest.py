@@ -6,22 +6,32 @@ import fcntl
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-import torch
 
-# Tiny models are fastest on one thread, and a second thread only competes with other processes.
-torch.set_num_threads(1)
-
-from attnmt.config.schema import Config, DataConfig, DecodeConfig, TrainConfig
-from attnmt.models import model_config
 from tests.ci_skips import pytest_make_collect_report, pytest_runtest_makereport  # noqa: F401 (CI=true: skips fail)
+
+if TYPE_CHECKING:
+    from attnmt.config.schema import Config
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def one_torch_thread() -> None:
+    """Tiny models are fastest on one thread, and a second thread only competes with other processes. A fixture
+    rather than a line at import, so that pytest-xdist's controller, which runs no test, never imports torch."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
 def tiny_config(data_dir: Path, model_type: str = "rnnsearch", **train) -> Config:
     """A model small enough to train for a few seconds on two cores."""
+    from attnmt.config.schema import Config, DataConfig, DecodeConfig, TrainConfig
+    from attnmt.models import model_config
+
     return Config(
         name=f"tiny-{model_type}",
         data=DataConfig(train_src=str(data_dir / "train.src"), train_tgt=str(data_dir / "train.tgt"),
@@ -98,11 +108,12 @@ def tiny_seq2seq(tiny_corpus, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def browser():
-    """Debian's Chromium driven by Playwright, one per test session (each test opens its own page context)."""
+    """Debian's Chromium driven by Playwright, one per test session; tests take its page for their locale
+    (tests/browser.py open_page)."""
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
-    from tests.serve.test_browser import CHROMIUM, CHROMIUM_ARGS
+    from tests.browser import CHROMIUM, CHROMIUM_ARGS, Browser
 
     with sync_api.sync_playwright() as p:
         chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield chromium
+        yield Browser(chromium)
         chromium.close()

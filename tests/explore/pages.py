@@ -1,41 +1,9 @@
-"""The browser tests' page helpers: a page opened as a block that closes it and fails on any error the page logged,
-and a user's actions on the explorer (translate a sentence, read texts) and the API call beside it."""
+"""A user's actions on the explorer (translate a sentence, read texts) and the API call beside it; the page they act
+on comes from tests/browser.py."""
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-from typing import Iterator
-
 import httpx
-
-from tests.serve.test_browser import TIMEOUT_MS
-
-
-@contextmanager
-def open_page(browser, url: str, locale: str = "en-US", offline: bool = False) -> Iterator:
-    """A page at ``url`` that records its errors (and, offline, every request it tries and blocks it); leaving the
-    block closes it, and a block that ended without an exception fails if the page logged an error."""
-    context = browser.new_context(viewport={"width": 1100, "height": 1000}, locale=locale)
-    try:
-        page = context.new_page()
-        page.errors, page.requests = [], []
-        page.on("pageerror", lambda e: page.errors.append(str(e)))
-        page.on("console", lambda m: page.errors.append(m.text) if m.type == "error" else None)
-        if offline:
-            def block(route):
-                page.requests.append(route.request.url)
-                if route.request.url.startswith("file:"):
-                    route.continue_()
-                else:
-                    route.abort()
-            context.route("**/*", block)
-        page.set_default_timeout(TIMEOUT_MS)
-        page.goto(url)
-        page.wait_for_selector("body[data-ready=true]")
-        yield page
-    finally:
-        context.close()
-    assert not page.errors, f"the page logged errors: {page.errors}"
 
 
 def explore(base_url: str, text: str, model: str = "rnnsearch", **body) -> dict:

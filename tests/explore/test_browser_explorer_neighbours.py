@@ -17,9 +17,9 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not 
 from attnmt.decode.translator import load
 from attnmt.explore.page import build_export, export_page
 from attnmt.serve import create_app
-from tests.explore.pages import explore, open_page, show, texts
+from tests.browser import CHROMIUM, open_page, running_server
+from tests.explore.pages import explore, show, texts
 from tests.explore.test_explore import SENTENCE
-from tests.serve.test_browser import CHROMIUM, running_server
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(),
                                 reason="Debian's chromium is not installed (apt-get install -y chromium)")

@@ -31,10 +31,10 @@ from attnmt.decode.held_out import held_out_pairs
 from attnmt.decode.translator import load
 from attnmt.explore.page import STATIC_DIR, build_export, export_page
 from attnmt.serve import create_app
+from tests.browser import CHROMIUM, open_page, running_server
 from tests.conftest import tiny_config
-from tests.explore.pages import explore, open_page, show, texts
+from tests.explore.pages import explore, show, texts
 from tests.explore.test_explore import SENTENCE, train_tiny
-from tests.serve.test_browser import CHROMIUM, running_server
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(),
                                 reason="Debian's chromium is not installed (apt-get install -y chromium)")

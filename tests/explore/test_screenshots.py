@@ -38,10 +38,10 @@ pytest.importorskip("playwright.sync_api", reason="playwright is not installed (
 from attnmt.decode.translator import load
 from attnmt.explore.page import length_examples
 from attnmt.serve import create_app
+from tests.browser import CHROMIUM, open_page, running_server
 from tests.conftest import tiny_config
-from tests.explore.pages import open_page, show
+from tests.explore.pages import show
 from tests.explore.test_browser_explorer_reading import chinese_corpus
-from tests.serve.test_browser import CHROMIUM, running_server
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not CHROMIUM.exists(),

@@ -13,11 +13,6 @@ from pathlib import Path
 
 import pytest
 
-jupytext = pytest.importorskip("jupytext", reason="jupytext is not installed (pip install -e '.[notebook]')")
-nbformat = pytest.importorskip("nbformat", reason="nbformat is not installed (pip install -e '.[notebook]')")
-nbclient = pytest.importorskip("nbclient", reason="nbclient is not installed (pip install -e '.[notebook]')")
-pytest.importorskip("ipykernel", reason="ipykernel is not installed (pip install -e '.[notebook]')")
-
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 SOURCE = NOTEBOOKS / "chapter.py"
 NOTEBOOK = NOTEBOOKS / "chapter.ipynb"
@@ -26,11 +21,23 @@ REGENERATE = "regenerate it: jupytext --to ipynb --update notebooks/chapter.py"
 VERSION_LINES = ("#       format_version:", "#       jupytext_version:")
 
 
+@pytest.fixture(scope="module")
+def jupytext():
+    # Imported by the tests that use it, not at collection: nbformat's schema validation takes seconds to import,
+    # and every pytest-xdist worker collects every module.
+    return pytest.importorskip("jupytext", reason="jupytext is not installed (pip install -e '.[notebook]')")
+
+
+@pytest.fixture(scope="module")
+def nbformat():
+    return pytest.importorskip("nbformat", reason="nbformat is not installed (pip install -e '.[notebook]')")
+
+
 def _without_version_lines(text: str) -> str:
     return "".join(line for line in text.splitlines(keepends=True) if not line.startswith(VERSION_LINES))
 
 
-def test_ipynb_matches_the_percent_source():
+def test_ipynb_matches_the_percent_source(jupytext, nbformat):
     from_source = jupytext.read(SOURCE)
     committed = nbformat.read(NOTEBOOK, as_version=4)
     assert [(c.cell_type, c.source) for c in committed.cells] == [(c.cell_type, c.source) for c in from_source.cells], \
@@ -41,7 +48,7 @@ def test_ipynb_matches_the_percent_source():
     assert committed.metadata["kernelspec"]["name"] == "python3"
 
 
-def test_every_text_cell_is_in_chinese_and_english():
+def test_every_text_cell_is_in_chinese_and_english(jupytext):
     cells = [c.source for c in jupytext.read(SOURCE).cells if c.cell_type == "markdown"]
     assert cells
     for source in cells:
@@ -49,7 +56,7 @@ def test_every_text_cell_is_in_chinese_and_english():
             f"a markdown cell is not in both languages: {source[:80]!r}"
 
 
-def test_committed_notebook_has_no_outputs():
+def test_committed_notebook_has_no_outputs(nbformat):
     committed = nbformat.read(NOTEBOOK, as_version=4)
     executed = [i for i, c in enumerate(committed.cells) if c.cell_type == "code" and (c.outputs or c.execution_count)]
     assert not executed, f"cells {executed} of chapter.ipynb carry outputs; {REGENERATE}"
@@ -57,7 +64,9 @@ def test_committed_notebook_has_no_outputs():
 
 @pytest.mark.slow  # the whole chapter notebook in a kernel: about 12 s
 @pytest.mark.timeout(180)
-def test_notebook_runs_top_to_bottom(tmp_path, monkeypatch):
+def test_notebook_runs_top_to_bottom(tmp_path, monkeypatch, nbformat):
+    nbclient = pytest.importorskip("nbclient", reason="nbclient is not installed (pip install -e '.[notebook]')")
+    pytest.importorskip("ipykernel", reason="ipykernel is not installed (pip install -e '.[notebook]')")
     # A kernel spec of its own for this interpreter: a user's global "python3" may be another Python.
     spec_dir = tmp_path / "jupyter" / "kernels" / "attnmt-test"
     spec_dir.mkdir(parents=True)

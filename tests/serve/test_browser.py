@@ -5,19 +5,13 @@ sentences as a person would, waits for the translation, hovers target words, sou
 cells, and checks that the right words are highlighted (by CSS class, and that the class is visible).
 The screenshot is a test artifact in the test's tmp folder; with ATTNMT_UPDATE_SCREENSHOTS=1 it also
 replaces docs/img/serve.png.
-
-Setup (CI): ``apt-get install -y chromium fonts-noto-cjk`` and ``pip install playwright``; no
-``playwright install``: the system chromium is used, and nothing is downloaded.
+The browser and the server: tests/browser.py.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import socket
-import threading
-import time
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
@@ -25,43 +19,18 @@ import httpx
 import pytest
 
 pytest.importorskip("fastapi", reason="the serve extra (fastapi) is not installed")
-uvicorn = pytest.importorskip("uvicorn", reason="the serve extra (uvicorn) is not installed")
+pytest.importorskip("uvicorn", reason="the serve extra (uvicorn) is not installed")
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
 
 from attnmt.serve import create_app
+from tests.browser import CHROMIUM, open_page, running_server
 from tests.serve.test_serve import SENTENCE
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 ATTEND_RATIO = 0.5  # the page's rule (static/app.js): i attends to j when a[i][j] >= 0.5 * max_k a[i][k]
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "img" / "serve.png"
-TIMEOUT_MS = 20_000
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(),
                                 reason="Debian's chromium is not installed (apt-get install -y chromium)")
-
-
-@contextmanager
-def running_server(app) -> Iterator[str]:
-    """Serve ``app`` with uvicorn on a free 127.0.0.1 port in a background thread; yields the base URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))  # the OS picks a free port, and we keep the socket: no race for it
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the test server did not start")
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
 
 
 @pytest.fixture(scope="module")
@@ -72,17 +41,8 @@ def base_url(tiny_model, tiny_transformer) -> Iterator[str]:
 
 @pytest.fixture
 def page(browser, base_url):
-    context = browser.new_context(viewport={"width": 1100, "height": 1000}, locale="en-US")
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.set_default_timeout(TIMEOUT_MS)
-    page.goto(base_url + "/")
-    page.wait_for_selector("body[data-ready=true]")
-    yield page
-    context.close()
-    assert not errors, f"the page logged errors: {errors}"
+    with open_page(browser, base_url + "/") as page:
+        yield page
 
 
 def translate(page, text: str) -> None:
