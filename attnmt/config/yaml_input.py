@@ -5,7 +5,13 @@ build a tree of billions of values once anything walks it (attnmt copies and wri
 10,000-deep nesting overflows the recursive parser. So before anything is built, `parse_yaml` reads the
 document's events (a flat stream, whatever the nesting) and refuses, in one line naming the place, a text over
 MAX_YAML_BYTES, a nesting deeper than MAX_YAML_DEPTH, or more than MAX_YAML_VALUES values once every alias is
-expanded. Only then is it loaded, with `yaml.safe_load` (plain values, lists and mappings; a tag is refused).
+expanded. Only then is it loaded, safely (plain values, lists and mappings; a tag is refused).
+
+Both passes use libyaml's C parser (`yaml.CSafeLoader`) where PyYAML was built with it, as its wheels are: about
+20 times faster than the pure-Python parser (0.4 ms against 8.6 ms for a 3 KB recipe), and configs are read at
+every checkpoint load. A text the C parser refuses is read again by the pure-Python `SafeLoader`, so that an error
+is named the one way (libyaml words its errors its own way and stops at a nesting of 1,000 before the depth check
+sees it).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from attnmt.errors import UserError
 MAX_YAML_BYTES = 1 << 20  # the largest recipe is a few kilobytes
 MAX_YAML_DEPTH = 64  # a config nests four levels (data.transforms[0].path)
 MAX_YAML_VALUES = 100_000  # scalars, lists and mappings, every alias expanded
+_FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _where(where: str, mark: Any) -> str:
@@ -33,44 +40,54 @@ def check_bounds(text: str, where: str) -> None:
     if len(text.encode("utf-8", "replace")) > MAX_YAML_BYTES:
         raise UserError(f"{where} is over {MAX_YAML_BYTES >> 20} MiB of YAML, far more than a config needs; "
                         "check that it is the right file")
+    try:
+        _check_events(yaml.parse(text, Loader=_FAST_LOADER), where)
+    except yaml.YAMLError:
+        try:
+            _check_events(yaml.parse(text, Loader=yaml.SafeLoader), where)
+        except yaml.YAMLError:
+            return  # the loader reports it, with its line
+
+
+def _check_events(events, where: str) -> None:
     counts: list[int] = [0]  # the values of each open collection, the document's at the bottom
     anchors: list[str | None] = []
     sizes: dict[str, int] = {}  # an anchored node's values, aliases expanded
-    try:
-        for event in yaml.parse(text, Loader=yaml.SafeLoader):
-            if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
-                if len(counts) > MAX_YAML_DEPTH:
-                    raise UserError(f"{_where(where, event.start_mark)} nests lists and mappings more than "
-                                    f"{MAX_YAML_DEPTH} levels deep; a config needs a few: flatten it")
-                counts.append(1)
-                anchors.append(event.anchor)
-            elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
-                size, anchor = counts.pop(), anchors.pop()
-                if anchor is not None:
-                    sizes[anchor] = size
-                counts[-1] += size
-            elif isinstance(event, yaml.AliasEvent) and event.anchor in anchors:
-                raise UserError(f"{_where(where, event.start_mark)}: the alias *{event.anchor} is inside the "
-                                "value it names (a value that contains itself); write the values out")
-            elif isinstance(event, (yaml.ScalarEvent, yaml.AliasEvent)):
-                size = 1 if isinstance(event, yaml.ScalarEvent) else sizes.get(event.anchor, 1)
-                if isinstance(event, yaml.ScalarEvent) and event.anchor is not None:
-                    sizes[event.anchor] = 1
-                counts[-1] += size
-            else:
-                continue
-            if sum(counts) > MAX_YAML_VALUES:
-                raise UserError(f"{_where(where, event.start_mark)}: its aliases expand to more than "
-                                f"{MAX_YAML_VALUES:,} values (an alias bomb?); write the values out, with fewer "
-                                "aliases")
-    except yaml.YAMLError:
-        return  # the loader reports it, with its line
+    for event in events:
+        if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+            if len(counts) > MAX_YAML_DEPTH:
+                raise UserError(f"{_where(where, event.start_mark)} nests lists and mappings more than "
+                                f"{MAX_YAML_DEPTH} levels deep; a config needs a few: flatten it")
+            counts.append(1)
+            anchors.append(event.anchor)
+        elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+            size, anchor = counts.pop(), anchors.pop()
+            if anchor is not None:
+                sizes[anchor] = size
+            counts[-1] += size
+        elif isinstance(event, yaml.AliasEvent) and event.anchor in anchors:
+            raise UserError(f"{_where(where, event.start_mark)}: the alias *{event.anchor} is inside the "
+                            "value it names (a value that contains itself); write the values out")
+        elif isinstance(event, (yaml.ScalarEvent, yaml.AliasEvent)):
+            size = 1 if isinstance(event, yaml.ScalarEvent) else sizes.get(event.anchor, 1)
+            if isinstance(event, yaml.ScalarEvent) and event.anchor is not None:
+                sizes[event.anchor] = 1
+            counts[-1] += size
+        else:
+            continue
+        if sum(counts) > MAX_YAML_VALUES:
+            raise UserError(f"{_where(where, event.start_mark)}: its aliases expand to more than "
+                            f"{MAX_YAML_VALUES:,} values (an alias bomb?); write the values out, with fewer "
+                            "aliases")
 
 
 def parse_yaml(text: str, where: str) -> Any:
-    """``text`` checked by `check_bounds`, then loaded by `yaml.safe_load`; YAML errors propagate."""
+    """``text`` checked by `check_bounds`, then loaded with the safe constructors; YAML errors propagate."""
     check_bounds(text, where)
-    return yaml.safe_load(text)
+    try:
+        return yaml.load(text, Loader=_FAST_LOADER)  # noqa: S506 (a safe loader: CSafeLoader or SafeLoader)
+    except yaml.YAMLError:
+        return yaml.safe_load(text)  # its error, worded as the pure-Python parser words it
 
 
 def read_yaml(path: Path, kind: str = "config", missing: str | None = None) -> Any:
