@@ -101,9 +101,8 @@ def tiny_seq2seq(tiny_corpus, tmp_path_factory) -> Path:
     """A tiny seq2seq model (no attention), trained 40 updates: the browser tests' model without attention."""
     from attnmt.train.trainer import train
 
-    directory = tmp_path_factory.mktemp("models") / "seq2seq"
-    train(tiny_config(tiny_corpus, "seq2seq", max_steps=40, valid_every=40, valid_bleu_sample=0), directory, quiet=True)
-    return directory
+    config = tiny_config(tiny_corpus, "seq2seq", max_steps=40, valid_every=40, valid_bleu_sample=0)
+    return made_once(tmp_path_factory, "seq2seq", lambda d: train(config, d / "seq2seq", quiet=True)) / "seq2seq"
 
 
 @pytest.fixture(scope="session")

@@ -21,19 +21,18 @@ from attnmt.viz.scenes import data, layout
 LOW = (480, 854)  # rows, columns of a low-quality frame
 
 
-def _manim_importable() -> bool:
+@pytest.fixture(scope="module")
+def manim_importable() -> None:
+    """Skip unless manim imports. A fixture rather than a skipif mark, so that only the worker that runs these
+    tests pays for importing manim, not every worker that collects the module."""
     try:
         import manim  # noqa: F401
     except Exception:  # noqa: BLE001 - a broken install (no cairo or pango) is "not importable" too
-        return False
-    return True
+        pytest.skip("manim is not importable: pip install 'attnmt[anim]' and apt-get install ffmpeg libcairo2-dev "
+                    "libpango1.0-dev pkg-config")
 
 
-needs_manim = pytest.mark.skipif(
-    not _manim_importable(),
-    reason="manim is not importable: pip install 'attnmt[anim]' and apt-get install ffmpeg libcairo2-dev "
-           "libpango1.0-dev pkg-config",
-)
+needs_manim = pytest.mark.usefixtures("manim_importable")
 
 
 def _one_line_error(capsys, code: int, *fragments: str) -> str:
