@@ -25,7 +25,8 @@ libc = ctypes.CDLL("libc.so.6")
 libc.malloc.restype = ctypes.c_void_p
 libc.free.argtypes = (ctypes.c_void_p,)
 libc.memset.argtypes = (ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t)
-def rss():
+def rss():  # live memory: glibc's free heap pages given back first, so only what is held counts
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
     return int(next(l for l in Path("/proc/self/status").read_text().splitlines() if l.startswith("VmRSS")).split()[1])
 big = libc.malloc(16 << 20); libc.memset(big, 1, 16 << 20); libc.free(big)
 blocks = [libc.malloc(1 << 20) for _ in range(60)]
@@ -69,9 +70,10 @@ def test_training_sets_up_its_process(tiny_corpus, tmp_path, monkeypatch):
 
 
 # bf16 products of 160 shapes, forward and backward, as the batches of a training run change shape: prints how
-# much the resident memory grew, in MiB.
+# much the live memory grew, in MiB (resident memory after malloc_trim, so that heap pages freed but not yet given
+# back, which the trimming thread returns within its period, do not count as caches).
 SHAPES = """
-import random, sys
+import ctypes, random, sys
 from pathlib import Path
 import torch
 if sys.argv[1] == "kept":
@@ -79,7 +81,8 @@ if sys.argv[1] == "kept":
     training_process(1)
 else:
     torch.set_num_threads(1)
-def rss():
+def rss():  # live memory: glibc's free heap pages given back first, so only what is held counts
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
     return int(next(l for l in Path("/proc/self/status").read_text().splitlines() if l.startswith("VmRSS")).split()[1])
 w = torch.randn(512, 128, requires_grad=True)
 random.seed(0)
