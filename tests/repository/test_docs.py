@@ -6,6 +6,8 @@
 - no "session", no issue reference ("issue 17", "#17", "the issue's"), no "commit 1a2b3c4" and no
   run dates in that text, in the comments and docstrings of attnmt/, in benchmarks/*.py (comments
   and strings), in the shell scripts, or in configs/, studies/ and recipes/;
+- every file of the package or the tests that the text names in backticks (`attnmt/.../x.py`, `tests/.../x.py`)
+  exists: the tests mirror the package's layers, and a module that moved must not leave its old path in the docs;
 - README.md is at most 200 lines.
 """
 
@@ -109,6 +111,31 @@ def test_every_relative_link_resolves(path):
         elif anchor and destination.suffix == ".md" and anchor not in anchors(destination):
             broken.append(f"{where} (no heading with the anchor #{anchor})")
     assert not broken, "broken links:\n" + "\n".join(broken)
+
+
+# A file of the package or the tests named in inline code; a capitalised part is a placeholder (attnmt/models/NAME.py).
+NAMED_PATH = re.compile(r"`((?:attnmt|tests)/[\w/.-]*?[a-z0-9_]\.(?:py|json|js|css|html|yaml))`")
+
+
+def named_paths(path: Path) -> list[tuple[int, str]]:
+    """(line number, path) of each package or test file the Markdown file names in inline code."""
+    return [(number, named) for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+            for named in NAMED_PATH.findall(line) if not re.search(r"/[A-Z]+[./]", named)]
+
+
+@pytest.mark.parametrize("path", MARKDOWN, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_named_file_exists(path):
+    missing = [f"{path.relative_to(ROOT)}:{number}: {named}" for number, named in named_paths(path)
+               if not (ROOT / named).exists()]
+    assert not missing, "files named that do not exist (moved?):\n" + "\n".join(missing)
+
+
+def test_the_named_file_check_sees_paths_and_skips_placeholders(tmp_path):
+    doc = tmp_path / "a.md"
+    doc.write_text("`attnmt/decode/search.py`, `tests/test_gone.py` and `attnmt/models/NAME.py`; "
+                   "`attnmt/viz/demo_curve.json`\n", encoding="utf-8")
+    assert named_paths(doc) == [(1, "attnmt/decode/search.py"), (1, "tests/test_gone.py"),
+                                (1, "attnmt/viz/demo_curve.json")]
 
 
 def test_the_link_check_sees_links_anchors_and_breakage(tmp_path):
