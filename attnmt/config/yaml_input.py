@@ -16,6 +16,7 @@ sees it).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,12 +42,18 @@ def check_bounds(text: str, where: str) -> None:
         raise UserError(f"{where} is over {MAX_YAML_BYTES >> 20} MiB of YAML, far more than a config needs; "
                         "check that it is the right file")
     try:
-        _check_events(yaml.parse(text, Loader=_FAST_LOADER), where)
+        _with_either_loader(lambda loader: _check_events(yaml.parse(text, Loader=loader), where))
     except yaml.YAMLError:
-        try:
-            _check_events(yaml.parse(text, Loader=yaml.SafeLoader), where)
-        except yaml.YAMLError:
-            return  # the loader reports it, with its line
+        return  # the loader reports it, with its line
+
+
+def _with_either_loader(read: Callable[[type], Any]) -> Any:
+    """``read(loader)`` with libyaml's loader; when that raises a YAML error, again with the pure-Python one, whose
+    result or error is the answer."""
+    try:
+        return read(_FAST_LOADER)
+    except yaml.YAMLError:
+        return read(yaml.SafeLoader)
 
 
 def _check_events(events, where: str) -> None:
@@ -84,10 +91,7 @@ def _check_events(events, where: str) -> None:
 def parse_yaml(text: str, where: str) -> Any:
     """``text`` checked by `check_bounds`, then loaded with the safe constructors; YAML errors propagate."""
     check_bounds(text, where)
-    try:
-        return yaml.load(text, Loader=_FAST_LOADER)  # noqa: S506 (a safe loader: CSafeLoader or SafeLoader)
-    except yaml.YAMLError:
-        return yaml.safe_load(text)  # its error, worded as the pure-Python parser words it
+    return _with_either_loader(lambda loader: yaml.load(text, Loader=loader))  # noqa: S506 (both are safe loaders)
 
 
 def read_yaml(path: Path, kind: str = "config", missing: str | None = None) -> Any:
