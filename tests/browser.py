@@ -21,11 +21,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+import pytest
+
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 TIMEOUT_MS = 20_000
 VIEWPORT = {"width": 1100, "height": 1000}
+NEEDS_CHROMIUM = pytest.mark.skipif(not CHROMIUM.exists(),
+                                    reason="Debian's chromium is not installed (apt-get install -y chromium)")
 
 
 class Browser:

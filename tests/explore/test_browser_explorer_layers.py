@@ -18,13 +18,12 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not 
 from attnmt.decode.translator import load
 from attnmt.explore.page import build_export, export_page
 from attnmt.serve import create_app
-from tests.browser import CHROMIUM, open_page, running_server
+from tests.browser import NEEDS_CHROMIUM, open_page, running_server
 from tests.conftest import tiny_config
 from tests.explore.pages import explore, show
 from tests.explore.test_explore import SENTENCE
 
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(),
-                                reason="Debian's chromium is not installed (apt-get install -y chromium)")
+pytestmark = NEEDS_CHROMIUM
 KINDS = ("encoder", "decoder", "cross")
 
 

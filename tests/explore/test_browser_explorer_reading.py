@@ -31,13 +31,12 @@ from attnmt.decode.held_out import held_out_pairs
 from attnmt.decode.translator import load
 from attnmt.explore.page import STATIC_DIR, build_export, export_page
 from attnmt.serve import create_app
-from tests.browser import CHROMIUM, open_page, running_server
+from tests.browser import NEEDS_CHROMIUM, open_page, running_server
 from tests.conftest import tiny_config
 from tests.explore.pages import explore, show, texts
 from tests.explore.test_explore import SENTENCE, train_tiny
 
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(),
-                                reason="Debian's chromium is not installed (apt-get install -y chromium)")
+pytestmark = NEEDS_CHROMIUM
 
 # A small Chinese-English language: subject, time, verb, object.
 SUBJECTS = [("我", "I"), ("你", "you"), ("他", "he"), ("她", "she"), ("我们", "we"), ("他们", "they")]

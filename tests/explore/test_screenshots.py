@@ -38,14 +38,12 @@ pytest.importorskip("playwright.sync_api", reason="playwright is not installed (
 from attnmt.decode.translator import load
 from attnmt.explore.page import length_examples
 from attnmt.serve import create_app
-from tests.browser import CHROMIUM, open_page, running_server
+from tests.browser import NEEDS_CHROMIUM, open_page, running_server
 from tests.conftest import tiny_config
 from tests.explore.pages import show
 from tests.explore.test_browser_explorer_reading import chinese_corpus
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(not CHROMIUM.exists(),
-                                 reason="Debian's chromium is not installed (apt-get install -y chromium)")]
+pytestmark = [pytest.mark.slow, NEEDS_CHROMIUM]
 
 OUT, DEMO, ZH = "ATTNMT_SCREENSHOTS", "ATTNMT_SCREENSHOT_DEMO", "ATTNMT_SCREENSHOT_ZH"
 # The Chinese sentences: the classic one, and a longer one (the tiny model's language has no other words)

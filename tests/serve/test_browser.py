@@ -23,14 +23,13 @@ pytest.importorskip("uvicorn", reason="the serve extra (uvicorn) is not installe
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
 
 from attnmt.serve import create_app
-from tests.browser import CHROMIUM, open_page, running_server
+from tests.browser import NEEDS_CHROMIUM, open_page, running_server
 from tests.serve.test_serve import SENTENCE
 
 ATTEND_RATIO = 0.5  # the page's rule (static/app.js): i attends to j when a[i][j] >= 0.5 * max_k a[i][k]
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "img" / "serve.png"
 
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(),
-                                reason="Debian's chromium is not installed (apt-get install -y chromium)")
+pytestmark = NEEDS_CHROMIUM
 
 
 @pytest.fixture(scope="module")
