@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import torch
 
-from attnmt.runtime.memory import bound_kernel_caches, give_back_free_pages
+from attnmt.runtime.memory import bound_kernel_caches, free_pages_given_back
 
 __all__ = ["threads_for", "training_process", "use_threads"]
 
@@ -38,10 +38,13 @@ def threads_for(threads: int | None) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def training_process(threads: int | None) -> None:
+@contextlib.contextmanager
+def training_process(threads: int | None) -> Iterator[None]:
     """A training run's process: ``threads`` intra-op threads (None: one per available core, as oversubscription
-    slows small matrix products), free memory given back to the system and oneDNN's caches of compiled products
-    held small (:func:`attnmt.runtime.memory.give_back_free_pages`, ``bound_kernel_caches``)."""
+    slows small matrix products; the count stays for the rest of the process), oneDNN's caches of compiled
+    products held small (``bound_kernel_caches``) and, within the block, free memory given back to the system
+    (:func:`attnmt.runtime.memory.free_pages_given_back`)."""
     torch.set_num_threads(max(1, threads or len(os.sched_getaffinity(0))))
-    give_back_free_pages()
     bound_kernel_caches()
+    with free_pages_given_back():
+        yield

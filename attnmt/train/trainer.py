@@ -161,11 +161,11 @@ def train(config: Config, model_dir: str | Path, resume: bool = False, overwrite
                     copy_processors(init, model_dir)
             world.barrier()
             torch.manual_seed(t.seed)
-            training_process(t.threads)
             log = RunLog(model_dir, t.tensorboard and not quiet, enabled=world.is_main, console=not quiet)
             try:
-                result = Trainer(config, model_dir, resume, quiet or not world.is_main, device, log, world,
-                                 init_path).run()
+                with training_process(t.threads):
+                    result = Trainer(config, model_dir, resume, quiet or not world.is_main, device, log, world,
+                                     init_path).run()
                 # No process may close its connections while another still writes its last checkpoint or
                 # talks to it: gloo then aborts the other process ("terminate called without an active exception").
                 world.barrier()

@@ -15,27 +15,26 @@ from tests.conftest import tiny_config
 # One large block freed (which raises glibc's threshold), then 60 blocks of 1 MiB from the heap, every other one
 # freed: prints how much the resident memory fell within two trimming periods of their freeing, in MiB.
 PATTERN = """
-import ctypes, sys, time
+import contextlib, ctypes, sys, time
 from pathlib import Path
 from attnmt.runtime.memory import TRIM_PERIOD_S
-if sys.argv[1] == "kept":
-    from attnmt.runtime.threads import training_process
-    training_process(1)
+from attnmt.runtime.threads import training_process
 libc = ctypes.CDLL("libc.so.6")
 libc.malloc.restype = ctypes.c_void_p
 libc.free.argtypes = (ctypes.c_void_p,)
 libc.memset.argtypes = (ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t)
 def rss():
     return int(next(l for l in Path("/proc/self/status").read_text().splitlines() if l.startswith("VmRSS")).split()[1])
-big = libc.malloc(16 << 20); libc.memset(big, 1, 16 << 20); libc.free(big)
-blocks = [libc.malloc(1 << 20) for _ in range(60)]
-for b in blocks:
-    libc.memset(b, 1, 1 << 20)
-before = rss()
-for b in blocks[::2]:
-    libc.free(b)
-time.sleep(2 * TRIM_PERIOD_S)
-print((before - rss()) // 1024)
+with training_process(1) if sys.argv[1] == "kept" else contextlib.nullcontext():
+    big = libc.malloc(16 << 20); libc.memset(big, 1, 16 << 20); libc.free(big)
+    blocks = [libc.malloc(1 << 20) for _ in range(60)]
+    for b in blocks:
+        libc.memset(b, 1, 1 << 20)
+    before = rss()
+    for b in blocks[::2]:
+        libc.free(b)
+    time.sleep(2 * TRIM_PERIOD_S)
+    print((before - rss()) // 1024)
 """
 
 
@@ -51,21 +50,41 @@ def test_a_training_process_gives_freed_large_blocks_back():
     assert fallen_mib("kept") >= 25  # 30 blocks of 1 MiB given back
 
 
-def test_a_process_has_one_trimming_thread():
-    from attnmt.runtime.memory import give_back_free_pages
+def _trimmers() -> list:
+    import threading
 
-    first = give_back_free_pages()
-    assert first is not None and first.daemon and give_back_free_pages() is first
+    return [t for t in threading.enumerate() if t.name == "attnmt-malloc-trim"]
 
 
-def test_training_sets_up_its_process(tiny_corpus, tmp_path, monkeypatch):
-    """train() sets its process up (threads and memory) with the config's thread count."""
+def test_trimming_is_one_thread_that_stops_with_the_last_block_using_it():
+    from attnmt.runtime.memory import free_pages_given_back
+
+    with free_pages_given_back() as outer:
+        assert outer is not None and outer.daemon and outer.is_alive()
+        with free_pages_given_back() as inner:
+            assert inner is outer and _trimmers() == [outer]
+        assert outer.is_alive()  # the outer block still uses it
+    assert not outer.is_alive() and _trimmers() == []
+
+
+def test_training_sets_up_its_process_for_the_span_of_the_run(tiny_corpus, tmp_path, monkeypatch):
+    """train() sets its process up (threads and memory) with the config's thread count, and the trimming thread
+    has stopped when it returns."""
+    import contextlib
+
     import attnmt.train.trainer as trainer
 
-    calls = []
-    monkeypatch.setattr(trainer, "training_process", calls.append)
+    calls, real = [], trainer.training_process
+
+    @contextlib.contextmanager
+    def recorded(threads):
+        with real(threads):
+            calls.append((threads, len(_trimmers())))
+            yield
+
+    monkeypatch.setattr(trainer, "training_process", recorded)
     trainer.train(tiny_config(tiny_corpus, max_steps=1, threads=1), tmp_path / "m", quiet=True)
-    assert calls == [1]
+    assert calls == [(1, 1)] and _trimmers() == []
 
 
 # bf16 products of 160 shapes, forward and backward, as the batches of a training run change shape: prints how
@@ -77,7 +96,7 @@ from pathlib import Path
 import torch
 if sys.argv[1] == "kept":
     from attnmt.runtime.threads import training_process
-    training_process(1)
+    training_process(1).__enter__()  # for the rest of this script, as in a training run
 else:
     torch.set_num_threads(1)
 def rss():  # live memory: glibc's free heap pages given back first, so only what is held counts
