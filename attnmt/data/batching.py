@@ -121,7 +121,7 @@ def collate(examples: Sequence[tuple[Sequence[int], Sequence[int] | None]], indi
 
 def _pad(seqs: Sequence[Sequence[int]], extra: int = 0) -> tuple[Tensor, Tensor]:
     """[B, max_len + extra] long tensor padded with PAD_ID, and the [B] lengths: one array filled through a mask
-    rather than a tensor per row (0.11 against 1.47 ms for 40 pairs)."""
+    rather than a tensor per row."""
     lengths = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
     out = np.full((len(seqs), int(lengths.max()) + extra), PAD_ID, dtype=np.int64)
     out[np.arange(out.shape[1]) < lengths[:, None]] = np.fromiter(itertools.chain.from_iterable(seqs),
