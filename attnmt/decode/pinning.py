@@ -73,13 +73,17 @@ def check_pin(model, pin: Sequence[int], source_len: int) -> list[int]:
 
 
 class pinned:
-    """Within it, the model's decoder attends only to the ``source`` pieces (equally) at decoder step ``step``
-    (counted from 0 at each pass's first position). Enter it once per pass: a search, or a teacher-forced pass."""
+    """Within it, the model's decoder attends only to the chosen source pieces (equally) at decoder step ``step``
+    (counted from 0 at each pass's first position). ``sources`` holds one pin (a list of source piece positions)
+    per sentence of the batch, in the batch's order; a single pin given as ``[pin]`` serves every sentence. The
+    rows of each pass are its sentences, or in a beam search each sentence's live hypotheses in turn, and no
+    sentence may have left the batch before ``step`` (a forced prefix of ``step`` pieces sees to that). Enter it
+    once per pass: a search, or a teacher-forced pass."""
 
-    def __init__(self, model, step: int, source: Sequence[int]) -> None:
+    def __init__(self, model, step: int, sources: Sequence[Sequence[int]]) -> None:
         self.module = _module(model)
         self.cross = [] if self.module is not None else _cross_attention(model)
-        self.step, self.source = step, list(source)
+        self.step, self.sources = step, [list(source) for source in sources]
         self.calls = 0
         self.seen: list[int] = []
 
@@ -98,9 +102,15 @@ class pinned:
             del module.attend
 
     def _chosen(self, like: Tensor) -> Tensor:
-        chosen = torch.zeros_like(like)
-        chosen[..., self.source] = 1.0 / len(self.source)
-        return chosen
+        """Weights shaped as ``like`` ([rows, S] or [rows, H, S]): each row's sentence's pin, shared equally."""
+        rows, n = like.size(0), len(self.sources)
+        if rows % n:
+            raise RuntimeError(f"pinned: {rows} rows do not split into the {n} sentences that have a pin each")
+        table = torch.zeros(n, like.size(-1), dtype=like.dtype, device=like.device)
+        for sentence, source in enumerate(self.sources):
+            table[sentence, source] = 1.0 / len(source)
+        chosen = table.repeat_interleave(rows // n, dim=0)
+        return chosen.view(rows, *[1] * (like.dim() - 2), -1).expand_as(like).contiguous()
 
     def _hook(self, module: Attention, args: tuple, kwargs: dict, output: tuple[Tensor, Tensor]):
         call, self.calls = self.calls, self.calls + 1

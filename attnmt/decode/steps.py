@@ -30,7 +30,7 @@ from attnmt.data.pretokenize import segmented_sides
 from attnmt.decode.beam_tree import BeamTree
 from attnmt.decode.constraints import check_prefix
 from attnmt.decode.evaluate import bleu_tokenize_for, sentence_scores
-from attnmt.decode.forced import eval_mode, force, forced_batches
+from attnmt.decode.forced import Forced, eval_mode, force, forced_batches
 from attnmt.decode.inputs import InputRefused, SentenceTooLong, gated_tokens
 from attnmt.decode.neighbours import nearest
 from attnmt.decode.pinning import can_pin, check_pin, pinned
@@ -154,7 +154,7 @@ def _decoded(translator, src_ids: list[int], forced: list[int], options, recorde
 
 def _pinned(translator, forced: list[int], pin: list[int] | None):
     """The attention pinned to ``pin`` at the step after the forced prefix; nothing when ``pin`` is None."""
-    return nullcontext() if pin is None else pinned(translator.model, len(forced), pin)
+    return nullcontext() if pin is None else pinned(translator.model, len(forced), [pin])
 
 
 def _reference(translator, hypothesis: str, reference: str) -> dict[str, Any]:
@@ -223,29 +223,33 @@ def pin_outcomes(translator, record: dict[str, Any], beam: int | None = None,
     """The record's Edit attention outcomes, by step (a str): for each step that writes one of the output's
     first ``max_steps`` pieces (None: all) and each of :func:`pin_choices`, the translation decoded with the
     output's pieces before that step forced and that step's attention pinned to those source pieces, as
-    :func:`explore`'s ``pin`` decodes it. :mod:`attnmt.decode.pinning` pins one step and source for a whole
-    batch, so each outcome is a search and a teacher-forced pass of its own. Each holds what the view draws:
-    :func:`what_if`'s parts and ``pin`` (``step``, ``source``); their source and model are the record's. {}
-    for a model that cannot be pinned."""
+    :func:`explore`'s ``pin`` decodes it. The pins of one step share the forced prefix, so they are decoded
+    together: one search and one teacher-forced pass per batch of pins (as many copies of the source as the
+    options' ``batch_size`` and ``batch_tokens`` allow), each copy pinned to its own pieces. Each outcome holds
+    what the view draws: :func:`what_if`'s parts and ``pin`` (``step``, ``source``); their source and model are
+    the record's. {} for a model that cannot be pinned."""
     if not can_pin(translator.model):
         return {}
     options = translator.decode_options(beam=beam)  # as explore's
     chosen = record["output"]["pieces"]
     src_ids = translator.src.vocab.encode(record["source"]["pieces"])
     choices = pin_choices(record)
+    per_batch = max(1, min(options.batch_size, options.batch_tokens // max(1, len(src_ids))))
     result: dict[str, list[dict]] = {}
     with eval_mode(translator.model), torch.inference_mode(), threads_for(translator.threads):
         for i in range(len(chosen) if max_steps is None else min(max_steps, len(chosen))):
             forced = prefix_ids(translator, prefix_tokens=chosen[:i])
-            for pin in choices:
-                with pinned(translator.model, i, pin):
-                    hyp = _search(translator, src_ids, [forced], options)[0]
-                out_ids = hyp.tokens if hyp is not None else []
-                with pinned(translator.model, i, pin):
-                    weights = _forced_attention(translator, src_ids, [out_ids])[0]
-                outcome = _what_if_record(translator, forced, hyp, weights, record["source"]["piece_word"])
-                outcome["pin"] = {"step": i, "source": pin}
-                result.setdefault(str(i), []).append(outcome)
+            for start in range(0, len(choices), per_batch):
+                pins = choices[start:start + per_batch]
+                with pinned(translator.model, i, pins):
+                    hyps = _search(translator, src_ids, [forced] * len(pins), options)
+                outputs = [hyp.tokens if hyp is not None else [] for hyp in hyps]
+                with pinned(translator.model, i, pins):
+                    weights = _forced_attention(translator, src_ids, outputs, in_order=True)
+                for pin, hyp, attention in zip(pins, hyps, weights):
+                    outcome = _what_if_record(translator, forced, hyp, attention, record["source"]["piece_word"])
+                    outcome["pin"] = {"step": i, "source": pin}
+                    result.setdefault(str(i), []).append(outcome)
     return result
 
 
@@ -279,11 +283,19 @@ def _search(translator, src_ids: list[int], prefixes: list[list[int]], options, 
     return [hyps[0] if hyps else None for hyps in found]
 
 
-def _forced_attention(translator, src_ids: list[int], outputs: list[list[int]]) -> list[np.ndarray | None]:
+def _forced_attention(translator, src_ids: list[int], outputs: list[list[int]],
+                      in_order: bool = False) -> list[np.ndarray | None]:
     """The search's attention [T, S] over one source for each output (a row per output piece and one for
-    </s>), from one teacher-forced pass; None for each when the model has no attention."""
+    </s>), from one teacher-forced pass; None for each when the model has no attention. ``in_order``: the
+    outputs are one batch in the order given (what :class:`pinned` with a pin per output needs), not batches
+    grouped by length."""
     result: list[np.ndarray | None] = [None] * len(outputs)
-    for forced in forced_batches(translator.model, [src_ids] * len(outputs), outputs, translator.device):
+    if in_order:
+        batch = collate([(src_ids, out) for out in outputs], list(range(len(outputs)))).to(translator.device)
+        passes = [Forced(list(range(len(outputs))), batch, None, force(translator.model, batch)[1])]
+    else:
+        passes = forced_batches(translator.model, [src_ids] * len(outputs), outputs, translator.device)
+    for forced in passes:
         if forced.attention is None:
             continue
         weights = forced.attention.float().cpu().numpy()

@@ -35,8 +35,8 @@ PAGE_DECIMALS = 3  # a heatmap cell or a bar shows no finer difference; the page
 # One sentence decoded at a time, in many small steps: more threads wait on each other more than they help
 # (the demo's export takes about 4 times the CPU time in 2 threads as in 1, and longer).
 EXPORT_THREADS = 1
-# The steps whose Edit attention outcomes an export holds: each outcome is a search of its own (the pinning
-# pins one step for a whole batch), and every step of the demo's export would take 10 times its time.
+# The steps whose Edit attention outcomes an export holds: each step is a batched search of all its pins, so
+# holding every step would multiply the export's searches by the length of each output.
 PIN_STEPS = 2
 COMPRESS_OVER = 256 * 1024  # characters of JSON from which the page embeds it gzip-compressed (about 15 times smaller)
 _STYLESHEET = re.compile(r'<link\b[^>]*\brel="stylesheet"[^>]*\bhref="/static/([\w.-]+\.css)"[^>]*>')

@@ -205,6 +205,31 @@ def test_each_edit_attention_outcome_is_the_live_pinned_decoding(fixture, reques
                 assert np.allclose(outcome["attention"][level]["mean"], live["attention"][level]["mean"], atol=1e-3)
 
 
+@pytest.mark.parametrize("fixture", ["tiny_model", "tiny_transformer"])
+def test_the_pins_of_a_step_decode_alike_in_batches_of_any_size(fixture, request):
+    """pin_outcomes decodes the pins of a step together, each copy of the source pinned to its own pieces: batches
+    of one, of three (then a last batch of one) and of all of them give the same outcomes."""
+    import numpy as np
+
+    from attnmt.decode.steps import explore, pin_choices, pin_outcomes
+
+    translator = load(request.getfixturevalue(fixture))
+    record = explore(translator, SENTENCE, beam=2, heads=False, tree=False)
+    assert len(pin_choices(record)) == 4  # batches of three: three, then one
+    by_size = {}
+    for size in (1, 3, 64):
+        translator.config.decode.batch_size = size
+        by_size[size] = pin_outcomes(translator, record, beam=2, max_steps=2)
+    for size in (1, 3):
+        assert by_size[size].keys() == by_size[64].keys()
+        for step, outcomes in by_size[64].items():
+            for ours, theirs in zip(by_size[size][step], outcomes, strict=True):
+                assert (ours["pin"], ours["output"]["pieces"]) == (theirs["pin"], theirs["output"]["pieces"])
+                assert ours["output"]["score"] == pytest.approx(theirs["output"]["score"], abs=1e-3)
+                assert np.allclose(ours["attention"]["pieces"]["mean"], theirs["attention"]["pieces"]["mean"],
+                                   atol=1e-3)
+
+
 def test_a_model_that_cannot_be_pinned_has_no_edit_attention_outcomes(seq2seq):
     record = build_export({"s": load(seq2seq)}, [SENTENCE], beam=2, alternatives=0)["sentences"][0]["records"]["s"]
     assert record["pins"] == {}
