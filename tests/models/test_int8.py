@@ -72,20 +72,23 @@ def test_served_models_can_be_int8(tiny_model):
     assert any(isinstance(m, torch.ao.nn.quantized.dynamic.Linear) for m in translator.model.modules())
 
 
-@pytest.mark.parametrize("model_type,model_settings", [
-    ("seq2seq", {}), ("transformer", {}),
-    ("rnnsearch", {"decoder": "luong", "score": "additive", "input_feeding": True}),
-    ("rnnsearch", {"decoder": "luong", "score": "general", "dec_layers": 2}),  # the RNN's input: the word alone
-])
-def test_every_model_type_decodes_in_int8(model_type, model_settings, tiny_corpus, tmp_path):
-    from attnmt.train.trainer import train
-    from tests.conftest import tiny_config
+@pytest.mark.parametrize("trained", [
+    "tiny_seq2seq", "tiny_transformer",  # the shared tiny models
+    {"decoder": "luong", "score": "additive", "input_feeding": True},
+    {"decoder": "luong", "score": "general", "dec_layers": 2},  # the RNN's input: the word alone
+], ids=["seq2seq", "transformer", "luong-input-feeding", "luong-general-2-layers"])
+def test_every_model_type_decodes_in_int8(trained, tiny_corpus, tmp_path, request):
+    if isinstance(trained, str):
+        model = request.getfixturevalue(trained)
+    else:
+        from attnmt.train.trainer import train
+        from tests.conftest import tiny_config
 
-    config = tiny_config(tiny_corpus, model_type, valid_every=120, valid_bleu_sample=0)  # one validation, no BLEU
-    for key, value in model_settings.items():
-        setattr(config.model, key, value)
-    train(config, tmp_path / "m", quiet=True)
+        config = tiny_config(tiny_corpus, "rnnsearch", valid_every=120, valid_bleu_sample=0)  # one validation
+        for key, value in trained.items():
+            setattr(config.model, key, value)
+        model = train(config, tmp_path / "m", quiet=True).model_dir
     sentences = _sentences(tiny_corpus, 20)
-    fp32 = load(tmp_path / "m").translate(sentences, beam=2)
-    int8 = load(tmp_path / "m", int8=True).translate(sentences, beam=2)
+    fp32 = load(model).translate(sentences, beam=2)
+    int8 = load(model, int8=True).translate(sentences, beam=2)
     assert sum(a.text == b.text for a, b in zip(fp32, int8)) >= 0.7 * len(sentences)
