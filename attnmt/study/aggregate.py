@@ -95,10 +95,10 @@ def aggregate(study: Study, data: StudyData, evals: list[dict]) -> dict:
 def seeds_interval(values: list[float], confidence: float) -> list[float] | None:
     """Student-t interval of the mean over seeds (the seeds' spread, not the test set's sampling
     error); None with one seed."""
-    from scipy import stats
-
     if len(values) < 2:
         return None
+    from scipy import stats  # about a second to import: only when there is an interval to compute
+
     mean, sem = float(np.mean(values)), float(np.std(values, ddof=1)) / np.sqrt(len(values))
     half = float(stats.t.ppf(0.5 + confidence / 2, len(values) - 1)) * sem
     return [mean - half, mean + half]

@@ -80,7 +80,8 @@ def test_a_missing_data_location_is_one_line_naming_the_key(tmp_path):
 @pytest.mark.parametrize("name", ["synthetic", "synthetic_luong"])
 def test_the_synthetic_recipe_command_runs_at_tiny_size(tmp_path, capsys, name):
     sizes = ["data.synthetic.train=40", "data.synthetic.short_train=20", "data.synthetic.valid=4",
-             "data.synthetic.test=12", "data.synthetic.max_len=12", "data.synthetic.short_max_len=8"]
+             "data.synthetic.test=12", "data.synthetic.max_len=12", "data.synthetic.short_max_len=8",
+             "heatmaps.lengths=[12]"]  # one heatmap of the recipe's three
     out = tmp_path / "out"
     assert main(["study", str(SYNTHETIC / f"{name}.yaml"), "--out", str(out), "--quiet",
                  *(f"--set={item}" for item in sizes + TINY_TRAINING)]) == 0
@@ -91,6 +92,7 @@ def test_the_synthetic_recipe_command_runs_at_tiny_size(tmp_path, capsys, name):
     assert all(r["steps"] == 3 for r in result["runs"])
     assert "synthetic-test" in next(m for m in result["models"].values() if m["alignment"])["alignment"]
     assert (out / "report.html").is_file() and (out / "figures" / "bleu_by_length.png").is_file()
+    assert len(result["heatmaps"]) == 1
 
 
 @pytest.mark.slow  # four models, each trained and decoded with beam 5: about 25 s
