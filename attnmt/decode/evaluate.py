@@ -388,17 +388,21 @@ MAX_TEST_CHARS = 200_000_000
 def read_test_set(src_path, ref_path) -> list[tuple[str, str]]:
     """The (source, reference) pairs of a test set: at most MAX_TEST_PAIRS lines and MAX_TEST_CHARS characters
     of both sides together, each line at most attnmt.data.corpus.MAX_LINE_BYTES; a larger one is a UserError."""
-    from attnmt.data.corpus import iter_parallel
+    from attnmt.data.corpus import iter_parallel, lines_over
 
+    def too_large(n: int, what: str) -> UserError:
+        return UserError(f"{src_path}:{n}: the test set passes {what}, the most evaluate holds in memory to score "
+                         "it; evaluate a sample, or translate it with attnmt translate (which streams) and score "
+                         "that with sacrebleu")
+
+    if lines_over(src_path, MAX_TEST_PAIRS) and lines_over(ref_path, MAX_TEST_PAIRS):  # refused before reading
+        raise too_large(MAX_TEST_PAIRS + 1, f"{MAX_TEST_PAIRS:,} lines")
     pairs, chars = [], 0
     for n, (src, ref) in enumerate(iter_parallel(src_path, ref_path), start=1):
         chars += len(src) + len(ref)
         if n > MAX_TEST_PAIRS or chars > MAX_TEST_CHARS:
-            what = (f"{MAX_TEST_PAIRS:,} lines" if n > MAX_TEST_PAIRS
-                    else f"{MAX_TEST_CHARS:,} characters (source and reference)")
-            raise UserError(f"{src_path}:{n}: the test set passes {what}, the most evaluate holds in memory to "
-                            "score it; evaluate a sample, or translate it with attnmt translate (which streams) "
-                            "and score that with sacrebleu")
+            raise too_large(n, f"{MAX_TEST_PAIRS:,} lines" if n > MAX_TEST_PAIRS
+                            else f"{MAX_TEST_CHARS:,} characters (source and reference)")
         pairs.append((src, ref))
     return pairs
 

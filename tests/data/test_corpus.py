@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from attnmt.data.corpus import FilterStats, filter_pairs, read_lines, read_parallel, read_stream, read_tsv
+from attnmt.data.corpus import FilterStats, filter_pairs, lines_over, read_lines, read_parallel, read_stream, read_tsv
 from attnmt.errors import UserError
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
@@ -20,6 +20,24 @@ def write(path: Path, data: bytes) -> Path:
     else:
         path.write_bytes(data)
     return path
+
+
+@pytest.mark.parametrize("name", ["t.txt", "t.txt.gz"])
+@pytest.mark.parametrize("data, lines", [(b"", 0), (b"a", 1), (b"a\n", 1), (b"a\nb", 2), (b"a\r\nb\r\n", 2),
+                                         (b"\n" * 3_000_000, 3_000_000)])
+def test_lines_over_counts_the_lines_read_lines_gives(tmp_path: Path, name: str, data: bytes, lines: int) -> None:
+    path = write(tmp_path / name, data)
+    assert [lines_over(path, n) for n in (lines - 1, lines, lines + 1)] == [True, False, False]
+    if lines < 10:
+        assert len(read_lines(path)) == lines
+
+
+def test_lines_over_leaves_a_fifo_unread(tmp_path: Path) -> None:
+    import os
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert lines_over(fifo, 0) is False  # no open: a FIFO without a writer would block
 
 
 def test_read_parallel_plain_and_gz(tmp_path: Path) -> None:
