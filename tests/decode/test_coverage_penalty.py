@@ -167,13 +167,8 @@ def test_translate_and_the_cli(capsys, tiny_model, tiny_corpus, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def tiny_seq2seq_model(tiny_corpus, tmp_path_factory):
-    from attnmt.train.trainer import train
-    from tests.conftest import tiny_config
-
-    model_dir = tmp_path_factory.mktemp("models") / "seq2seq"
-    train(tiny_config(tiny_corpus, "seq2seq", max_steps=10, valid_every=10), model_dir, quiet=True)
-    return model_dir
+def tiny_seq2seq_model(tiny_seq2seq):
+    return tiny_seq2seq
 
 
 def test_a_model_without_attention_refuses_the_penalty_it_is_asked_for(tiny_seq2seq_model):

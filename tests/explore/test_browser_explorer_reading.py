@@ -34,7 +34,7 @@ from attnmt.serve import create_app
 from tests.browser import NEEDS_CHROMIUM, open_page, running_server
 from tests.conftest import tiny_config
 from tests.explore.pages import explore, show, texts
-from tests.explore.test_explore import SENTENCE, train_tiny
+from tests.explore.test_explore import SENTENCE
 
 pytestmark = NEEDS_CHROMIUM
 
@@ -71,8 +71,8 @@ def chinese_model(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def seq2seq(tiny_corpus, tmp_path_factory) -> Path:
-    return train_tiny(tiny_corpus, tmp_path_factory.mktemp("reading") / "seq2seq", "seq2seq", 20)
+def seq2seq(tiny_seq2seq) -> Path:
+    return tiny_seq2seq
 
 
 @pytest.fixture(scope="module")

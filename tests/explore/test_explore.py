@@ -12,24 +12,13 @@ import pytest
 from attnmt.decode.steps import FORMAT, explore, what_if
 from attnmt.decode.translator import load
 from attnmt.errors import UserError
-from tests.conftest import tiny_config
 
 SENTENCE = "gupo pelido duno gute"  # from the synthetic language the tiny models learned
 
 
-def train_tiny(corpus: Path, directory: Path, model_type: str, steps: int) -> Path:
-    from attnmt.train.trainer import train
-
-    train(tiny_config(corpus, model_type, max_steps=steps, valid_every=steps, valid_bleu_sample=0), directory,
-          quiet=True)
-    return directory
-
-
 @pytest.fixture(scope="module")
-def models(tiny_model, tiny_corpus, tmp_path_factory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("explore-models")
-    return {"rnnsearch": tiny_model, "seq2seq": train_tiny(tiny_corpus, root / "seq2seq", "seq2seq", 20),
-            "transformer": train_tiny(tiny_corpus, root / "transformer", "transformer", 20)}
+def models(tiny_model, tiny_seq2seq, tiny_transformer) -> dict[str, Path]:
+    return {"rnnsearch": tiny_model, "seq2seq": tiny_seq2seq, "transformer": tiny_transformer}
 
 
 @pytest.fixture(scope="module")

@@ -14,14 +14,14 @@ import pytest
 from attnmt.cli import main
 from attnmt.decode.translator import load
 from attnmt.explore.page import EXPORT_FORMAT, PAGE_DECIMALS, STATIC_DIR, build_export, export_page, length_examples
-from tests.explore.test_explore import SENTENCE, train_tiny
+from tests.explore.test_explore import SENTENCE
 
 HOSTILE = "gupo </script><script>alert(1)</script> duno"
 
 
 @pytest.fixture(scope="module")
-def seq2seq(tiny_corpus, tmp_path_factory) -> Path:
-    return train_tiny(tiny_corpus, tmp_path_factory.mktemp("explore-export") / "seq2seq", "seq2seq", 20)
+def seq2seq(tiny_seq2seq) -> Path:
+    return tiny_seq2seq
 
 
 def embedded(page: str) -> dict:

@@ -17,12 +17,12 @@ with warnings.catch_warnings():  # newer Starlette warns, on import, that its Te
 from attnmt.decode.steps import explore
 from attnmt.decode.translator import load
 from attnmt.serve import Limits, create_app
-from tests.explore.test_explore import SENTENCE, train_tiny
+from tests.explore.test_explore import SENTENCE
 
 
 @pytest.fixture(scope="module")
-def seq2seq(tiny_corpus, tmp_path_factory) -> Path:
-    return train_tiny(tiny_corpus, tmp_path_factory.mktemp("explore-serve") / "seq2seq", "seq2seq", 20)
+def seq2seq(tiny_seq2seq) -> Path:
+    return tiny_seq2seq
 
 
 @pytest.fixture(scope="module")
