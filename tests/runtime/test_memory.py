@@ -17,15 +17,14 @@ from tests.conftest import tiny_config
 PATTERN = """
 import contextlib, ctypes, sys, time
 from pathlib import Path
-from attnmt.runtime.memory import TRIM_PERIOD_S
-from attnmt.runtime.threads import training_process
+from attnmt.runtime.memory import TRIM_PERIOD_S, free_pages_given_back  # what training_process runs within
 libc = ctypes.CDLL("libc.so.6")
 libc.malloc.restype = ctypes.c_void_p
 libc.free.argtypes = (ctypes.c_void_p,)
 libc.memset.argtypes = (ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t)
 def rss():
     return int(next(l for l in Path("/proc/self/status").read_text().splitlines() if l.startswith("VmRSS")).split()[1])
-with training_process(1) if sys.argv[1] == "kept" else contextlib.nullcontext():
+with free_pages_given_back() if sys.argv[1] == "kept" else contextlib.nullcontext():
     big = libc.malloc(16 << 20); libc.memset(big, 1, 16 << 20); libc.free(big)
     blocks = [libc.malloc(1 << 20) for _ in range(60)]
     for b in blocks:
