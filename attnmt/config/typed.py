@@ -12,6 +12,7 @@ class's ``__post_init__`` (:func:`check_declared`); a float is never NaN or infi
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import types
 import typing
@@ -173,12 +174,19 @@ def build_section(cls: type, raw: Any, prefix: str) -> Any:
     return from_raw(raw, prefix) if from_raw is not None else build(cls, raw, prefix)
 
 
+@functools.cache
+def _type_hints(cls: type) -> dict[str, Any]:
+    """The resolved annotations of the dataclass `cls`: resolving them (strings, under ``from __future__ import
+    annotations``) compiles each one, and a class's annotations stay as they are, so once per class."""
+    return typing.get_type_hints(cls)
+
+
 def build(cls: type, raw: Any, prefix: str = "") -> Any:
     """An instance of the dataclass `cls` from the mapping `raw`; `prefix` names its place ("model.")."""
     if not isinstance(raw, dict):
         where = prefix.rstrip(".") or "the top level"
         raise UserError(f"config: {where} must be a mapping of keys to values, got {raw!r}")
-    hints = typing.get_type_hints(cls)
+    hints = _type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     kwargs = {}
     for key, value in raw.items():
