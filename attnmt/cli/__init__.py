@@ -33,14 +33,40 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"attnmt: error: {command + ': ' if command else ''}{message}; see {self.prog} --help\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _OneCommand:
+    """The subparsers as the modules' ``register(sub)`` see them when one command is to be parsed: that command's
+    parser is built, every other is a :class:`_Unbuilt` (argparse takes about 7 ms to build all 17)."""
+
+    def __init__(self, sub, command: str) -> None:
+        self.sub, self.command, self.built = sub, command, False
+
+    def add_parser(self, name: str, **kwargs):
+        if name != self.command:
+            return _Unbuilt()
+        self.built = True
+        return self.sub.add_parser(name, **kwargs)
+
+
+class _Unbuilt:
+    """A command's parser that is not built: whatever its module adds to it is accepted and dropped."""
+
+    def __getattr__(self, name: str):
+        return lambda *args, **kwargs: self
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The `attnmt` parser with every command, or, given the name of one, with that command only (what `main`
+    parses a command line with); a name that is no command gets them all, so that the error lists them."""
     from attnmt import __version__
 
     parser = Parser(prog="attnmt", description="Neural machine translation with attention.")
     parser.add_argument("--version", action="version", version=f"attnmt {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
+    only = _OneCommand(sub, command) if command is not None else None
     for module in COMMAND_MODULES:
-        module.register(sub)
+        module.register(only or sub)
+    if only is not None and not only.built:
+        return build_parser()
     return parser
 
 
@@ -65,7 +91,8 @@ def sigterm_raises():
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv[0] if argv and not argv[0].startswith("-") else None)
     args = parser.parse_args(argv)
     try:
         with sigterm_raises():

@@ -27,6 +27,15 @@ def test_every_option_of_every_command_has_a_help_text():
     assert not missing, f"options without a help text: {', '.join(missing)}"
 
 
+def test_a_command_built_alone_is_the_command_of_the_whole_parser():
+    """main() builds only the command it parses; that parser is the one the whole parser holds."""
+    for name, whole in _commands(build_parser()).items():
+        alone = _commands(build_parser(name))
+        assert list(alone) == [name]
+        assert alone[name].format_help() == whole.format_help(), name
+    assert set(_commands(build_parser("no-such-command"))) == set(_commands(build_parser()))
+
+
 def test_the_thread_options_are_declared_once_for_every_command_that_has_them():
     commands = _commands(build_parser())
     for flag in ("--threads", "--inter-threads"):
