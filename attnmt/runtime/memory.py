@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import os
 import threading
 from collections.abc import Iterator
@@ -63,7 +62,7 @@ def free_pages_given_back(period_s: float = TRIM_PERIOD_S) -> Iterator[threading
     trimming. Blocks may nest or overlap (trainings in threads of one program): they share one thread per
     process. Yields the thread, or None where the C library is not glibc."""
     try:
-        trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+        trim = ctypes.CDLL(None).malloc_trim  # the process's own symbols: glibc's, without searching for the library
     except (OSError, AttributeError):
         yield None
         return
