@@ -1,4 +1,5 @@
-"""torch's thread count: set by the command that runs, or for the span of one call; never by loading a model.
+"""torch's thread count: set by the command that runs, or for the span of one call (a translation, a training run);
+never by loading a model.
 
 A command (``attnmt translate``, ``evaluate``, ``serve``) owns its process and sets the count once with
 :func:`use_threads`. Library code that is asked for a count (``attnmt.load(DIR, threads=N)``) applies it only
@@ -40,11 +41,10 @@ def threads_for(threads: int | None) -> Iterator[None]:
 
 @contextlib.contextmanager
 def training_process(threads: int | None) -> Iterator[None]:
-    """A training run's process: ``threads`` intra-op threads (None: one per available core, as oversubscription
-    slows small matrix products; the count stays for the rest of the process), oneDNN's caches of compiled
-    products held small (``bound_kernel_caches``) and, within the block, free memory given back to the system
+    """A training run's process, for the span of the run: ``threads`` intra-op threads (None: one per available
+    core, as oversubscription slows small matrix products), then the caller's count again; oneDNN's caches of
+    compiled products held small (``bound_kernel_caches``); free memory given back to the system
     (:func:`attnmt.runtime.memory.free_pages_given_back`)."""
-    torch.set_num_threads(max(1, threads or len(os.sched_getaffinity(0))))
     bound_kernel_caches()
-    with free_pages_given_back():
+    with threads_for(max(1, threads or len(os.sched_getaffinity(0)))), free_pages_given_back():
         yield

@@ -67,9 +67,11 @@ def test_trimming_is_one_thread_that_stops_with_the_last_block_using_it():
 
 
 def test_training_sets_up_its_process_for_the_span_of_the_run(tiny_corpus, tmp_path, monkeypatch):
-    """train() sets its process up (threads and memory) with the config's thread count, and the trimming thread
-    has stopped when it returns."""
+    """train() sets its process up (threads and memory) with the config's thread count while it runs; when it
+    returns, the trimming thread has stopped and the caller's thread count is back."""
     import contextlib
+
+    import torch
 
     import attnmt.train.trainer as trainer
 
@@ -78,12 +80,18 @@ def test_training_sets_up_its_process_for_the_span_of_the_run(tiny_corpus, tmp_p
     @contextlib.contextmanager
     def recorded(threads):
         with real(threads):
-            calls.append((threads, len(_trimmers())))
+            calls.append((threads, torch.get_num_threads(), len(_trimmers())))
             yield
 
     monkeypatch.setattr(trainer, "training_process", recorded)
-    trainer.train(tiny_config(tiny_corpus, max_steps=1, threads=1), tmp_path / "m", quiet=True)
-    assert calls == [(1, 1)] and _trimmers() == []
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        trainer.train(tiny_config(tiny_corpus, max_steps=1, threads=1), tmp_path / "m", quiet=True)
+        assert calls == [(1, 1, 1)] and _trimmers() == []
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
 
 
 # bf16 products of 160 shapes, forward and backward, as the batches of a training run change shape: prints how
