@@ -166,13 +166,8 @@ def test_translate_and_the_cli(capsys, tiny_model, tiny_corpus, tmp_path):
     assert_user_error(code, err, "coverage_penalty with sampling")
 
 
-@pytest.fixture(scope="module")
-def tiny_seq2seq_model(tiny_seq2seq):
-    return tiny_seq2seq
-
-
-def test_a_model_without_attention_refuses_the_penalty_it_is_asked_for(tiny_seq2seq_model):
-    translator = load(tiny_seq2seq_model)
+def test_a_model_without_attention_refuses_the_penalty_it_is_asked_for(tiny_seq2seq):
+    translator = load(tiny_seq2seq)
     with pytest.raises(UserError, match="has no attention to measure coverage with"):
         translator.translate(["a b"], beam=2, coverage_penalty=0.2)
     translator.config.decode.coverage_penalty = 0.2  # a config shared with attention models: not applied

@@ -72,13 +72,8 @@ def chinese_model(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def seq2seq(tiny_seq2seq) -> Path:
-    return tiny_seq2seq
-
-
-@pytest.fixture(scope="module")
-def base_url(tiny_model, seq2seq) -> Iterator[str]:
-    with running_server(create_app({"rnnsearch": tiny_model, "seq2seq": seq2seq})) as url:
+def base_url(tiny_model, tiny_seq2seq) -> Iterator[str]:
+    with running_server(create_app({"rnnsearch": tiny_model, "seq2seq": tiny_seq2seq})) as url:
         yield url
 
 
@@ -203,10 +198,10 @@ def data_words(base_url: str, text: str) -> set[str]:
 # ---------------------------------------------------------------------------- what a long sentence shows
 
 
-def test_a_60_token_sentence_scrolls_to_its_last_column(browser, tiny_model, seq2seq, tmp_path):
+def test_a_60_token_sentence_scrolls_to_its_last_column(browser, tiny_model, tiny_seq2seq, tmp_path):
     pool = [src for src, _ in held_out_pairs(load(tiny_model))]
     long = " ".join(" ".join(pool).split()[:60])
-    path = write_export(tmp_path / "long.html", {"seq2seq": load(seq2seq), "rnnsearch": load(tiny_model)}, [long],
+    path = write_export(tmp_path / "long.html", {"seq2seq": load(tiny_seq2seq), "rnnsearch": load(tiny_model)}, [long],
                         alternatives=1)
     with open_page(browser, path.as_uri(), offline=True) as page:
         page.select_option("#model", value="rnnsearch")

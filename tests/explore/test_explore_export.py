@@ -19,11 +19,6 @@ from tests.explore.test_explore import SENTENCE
 HOSTILE = "gupo </script><script>alert(1)</script> duno"
 
 
-@pytest.fixture(scope="module")
-def seq2seq(tiny_seq2seq) -> Path:
-    return tiny_seq2seq
-
-
 def embedded(page: str) -> dict:
     """The data in the page: JSON, or a JSON string of the JSON gzip-compressed and base64-encoded."""
     match = re.search(r'<script type="application/json" id="attnmt-export"( data-encoding="gzip\+base64")?>(.*?)'
@@ -66,8 +61,8 @@ def test_the_real_page_keeps_no_reference_to_the_server(tmp_path):
         assert (STATIC_DIR / name).read_text("utf-8").strip()[:200].replace("</script", "<\\/script") in page
 
 
-def test_two_models_side_by_side_with_what_ifs(tiny_model, seq2seq):
-    translators = {"seq2seq": load(seq2seq), "rnnsearch": load(tiny_model)}
+def test_two_models_side_by_side_with_what_ifs(tiny_model, tiny_seq2seq):
+    translators = {"seq2seq": load(tiny_seq2seq), "rnnsearch": load(tiny_model)}
     data = build_export(translators, [SENTENCE, "gupo duno"], beam=2, top_k=3, alternatives=1)
     assert data["format"] == EXPORT_FORMAT and [m["name"] for m in data["models"]] == ["seq2seq", "rnnsearch"]
     assert [s["source"] for s in data["sentences"]] == [SENTENCE, "gupo duno"]
@@ -84,10 +79,10 @@ def test_two_models_side_by_side_with_what_ifs(tiny_model, seq2seq):
     assert numbers and max(len(decimals) for decimals in numbers) <= PAGE_DECIMALS
 
 
-def test_each_output_is_scored_against_the_sentences_reference(tiny_model, seq2seq):
+def test_each_output_is_scored_against_the_sentences_reference(tiny_model, tiny_seq2seq):
     from sacrebleu import sentence_bleu, sentence_chrf
 
-    translators = {"seq2seq": load(seq2seq), "rnnsearch": load(tiny_model)}
+    translators = {"seq2seq": load(tiny_seq2seq), "rnnsearch": load(tiny_model)}
     reference = "zi hopa kelu rena"
     data = build_export(translators, [SENTENCE, "gupo duno"], beam=2, alternatives=0, known={SENTENCE: reference})
     first, second = data["sentences"]
@@ -125,11 +120,11 @@ def test_examples_of_spread_lengths_shortest_first(tiny_model):
     assert len(examples) == 4 and lengths == sorted(lengths) and lengths[0] < lengths[-1]
 
 
-def test_the_command_writes_the_page_and_the_json(tiny_model, seq2seq, tmp_path, capsys):
+def test_the_command_writes_the_page_and_the_json(tiny_model, tiny_seq2seq, tmp_path, capsys):
     sentences = tmp_path / "sentences.txt"
     sentences.write_text(f"{SENTENCE}\n\n{HOSTILE}\n", encoding="utf-8")
     page, data = tmp_path / "explore.html", tmp_path / "explore.json"
-    argv = ["explore", f"s2s={seq2seq}", str(tiny_model), "--export", str(page), "--json", str(data),
+    argv = ["explore", f"s2s={tiny_seq2seq}", str(tiny_model), "--export", str(page), "--json", str(data),
             "--sentences", str(sentences), "--what-if", "0", "--beam", "2"]
     assert main(argv) == 0
     written = json.loads(data.read_text("utf-8"))
@@ -162,12 +157,12 @@ def test_bad_input_is_one_line(tiny_model, tmp_path, monkeypatch, capsys, extra,
     assert len(err.strip().splitlines()) == 1 and words in err
 
 
-def test_the_command_the_demo_prints_opens_its_two_models(tiny_model, seq2seq, tmp_path):
+def test_the_command_the_demo_prints_opens_its_two_models(tiny_model, tiny_seq2seq, tmp_path):
     import shlex
 
     from attnmt.study.demo import explorer_hint
 
-    hint = explorer_hint({"seq2seq": seq2seq, "rnnsearch": tiny_model}, tmp_path)
+    hint = explorer_hint({"seq2seq": tiny_seq2seq, "rnnsearch": tiny_model}, tmp_path)
     command = next(line.split() for line in hint.splitlines() if line.strip().startswith("attnmt explore"))
     argv = shlex.split(" ".join(command[1:])) + ["--what-if", "0", "--examples", "1"]
     assert main(argv) == 0
@@ -230,6 +225,6 @@ def test_the_pins_of_a_step_decode_alike_in_batches_of_any_size(fixture, request
                                    atol=1e-3)
 
 
-def test_a_model_that_cannot_be_pinned_has_no_edit_attention_outcomes(seq2seq):
-    record = build_export({"s": load(seq2seq)}, [SENTENCE], beam=2, alternatives=0)["sentences"][0]["records"]["s"]
+def test_a_model_that_cannot_be_pinned_has_no_edit_attention_outcomes(tiny_seq2seq):
+    record = build_export({"s": load(tiny_seq2seq)}, [SENTENCE], beam=2, alternatives=0)["sentences"][0]["records"]["s"]
     assert record["pins"] == {}

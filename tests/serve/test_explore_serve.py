@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import warnings
-from pathlib import Path
 
 import pytest
 
@@ -21,13 +20,8 @@ from tests.explore.test_explore import SENTENCE
 
 
 @pytest.fixture(scope="module")
-def seq2seq(tiny_seq2seq) -> Path:
-    return tiny_seq2seq
-
-
-@pytest.fixture(scope="module")
-def client(tiny_model, seq2seq):
-    with TestClient(create_app({"rnnsearch": tiny_model, "seq2seq": seq2seq}), raise_server_exceptions=False) as c:
+def client(tiny_model, tiny_seq2seq):
+    with TestClient(create_app({"rnnsearch": tiny_model, "seq2seq": tiny_seq2seq}), raise_server_exceptions=False) as c:
         yield c
 
 
