@@ -38,13 +38,10 @@ class _OneCommand:
     parser is built, every other is a :class:`_Unbuilt` (argparse takes about 7 ms to build all 17)."""
 
     def __init__(self, sub, command: str) -> None:
-        self.sub, self.command, self.built = sub, command, False
+        self.sub, self.command = sub, command
 
     def add_parser(self, name: str, **kwargs):
-        if name != self.command:
-            return _Unbuilt()
-        self.built = True
-        return self.sub.add_parser(name, **kwargs)
+        return self.sub.add_parser(name, **kwargs) if name == self.command else _Unbuilt()
 
 
 class _Unbuilt:
@@ -62,10 +59,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser = Parser(prog="attnmt", description="Neural machine translation with attention.")
     parser.add_argument("--version", action="version", version=f"attnmt {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    only = _OneCommand(sub, command) if command is not None else None
     for module in COMMAND_MODULES:
-        module.register(only or sub)
-    if only is not None and not only.built:
+        module.register(sub if command is None else _OneCommand(sub, command))
+    if command is not None and command not in sub.choices:
         return build_parser()
     return parser
 
