@@ -1,7 +1,5 @@
 """`python -m attnmt` is the `attnmt` command."""
 
-import sys
+from attnmt.cli import run
 
-from attnmt.cli import main
-
-sys.exit(main())
+run()

@@ -18,6 +18,14 @@ if TYPE_CHECKING:
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
+def pytest_configure(config) -> None:
+    """A test process ends as the `attnmt` command does, without the last walk over the objects torch left
+    (about a second per worker)."""
+    from attnmt.runtime.process import ends_without_final_collection
+
+    ends_without_final_collection()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def one_torch_thread() -> None:
     """Tiny models are fastest on one thread, and a second thread only competes with other processes. A fixture

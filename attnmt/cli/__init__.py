@@ -19,6 +19,7 @@ import typing
 from attnmt.cli import aligning, around, training, translating
 from attnmt.cli.common import ALIGN_METHODS, SYMMETRIZATIONS, check_numbers
 from attnmt.errors import Stopped, Terminated, UserError
+from attnmt.runtime.process import ends_without_final_collection
 
 __all__ = ["ALIGN_METHODS", "SYMMETRIZATIONS", "build_parser", "main"]
 
@@ -115,5 +116,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
+def run() -> None:
+    """The `attnmt` command's process (the console script and `python -m attnmt`): `main` with the arguments
+    it was started with, in a process that ends without the interpreter's last garbage collection
+    (attnmt.runtime.process)."""
+    ends_without_final_collection()
     sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from attnmt.errors import UserError
 from attnmt.models.registry import model_class
+from attnmt.runtime.process import worker_started
 from attnmt.runtime.safe_write import make_folder, write_text
 from attnmt.study.aggregate import aggregate, diagonal_baselines
 from attnmt.study.data import StudyData, prepare_data
@@ -35,17 +36,6 @@ def run_cost_rank(run: Run) -> int:
     if run.config is None or training_status(run) == "finished":
         return 2
     return 0 if model_class(run.config.model.type).has_attention else 1
-
-
-def die_with_parent() -> None:
-    """Linux: end a worker when the process that started it ends, however it ends (no orphans training on)."""
-    try:
-        import ctypes
-        import signal
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
 
 
 def _execute(runs: list[Run], data: StudyData, study: Study, out: Path, retrain: bool, jobs: int,
@@ -75,7 +65,7 @@ def _execute(runs: list[Run], data: StudyData, study: Study, out: Path, retrain:
     # Longest first, so that the last runs to finish are short ones: attention models cost the most.
     order = sorted(range(len(runs)), key=lambda k: run_cost_rank(runs[k]))
     with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
-                             initializer=die_with_parent) as pool:
+                             initializer=worker_started) as pool:
         futures = {pool.submit(run_job, runs[k], data, study, out, retrain, 1): k for k in order}
         for future in as_completed(futures):
             k = futures[future]
