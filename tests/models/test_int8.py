@@ -84,7 +84,8 @@ def test_every_model_type_decodes_in_int8(trained, tiny_corpus, tmp_path, reques
         from attnmt.train.trainer import train
         from tests.conftest import tiny_config
 
-        config = tiny_config(tiny_corpus, "rnnsearch", valid_every=120, valid_bleu_sample=0)  # one validation
+        # 60 updates: 18-20 distinct outputs of 20 (a model that writes them apart), one validation
+        config = tiny_config(tiny_corpus, "rnnsearch", max_steps=60, valid_every=60, valid_bleu_sample=0)
         for key, value in trained.items():
             setattr(config.model, key, value)
         model = train(config, tmp_path / "m", quiet=True).model_dir
