@@ -21,7 +21,7 @@ from attnmt.cli.common import ALIGN_METHODS, SYMMETRIZATIONS, check_numbers
 from attnmt.errors import Stopped, Terminated, UserError
 from attnmt.runtime.process import ends_without_final_collection
 
-__all__ = ["ALIGN_METHODS", "SYMMETRIZATIONS", "build_parser", "main"]
+__all__ = ["ALIGN_METHODS", "SYMMETRIZATIONS", "build_parser", "main", "run"]
 
 COMMAND_MODULES = (training, translating, around, aligning)  # in the order of `attnmt --help`
 
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def run() -> None:
+def run() -> typing.NoReturn:
     """The `attnmt` command's process (the console script and `python -m attnmt`): `main` with the arguments
     it was started with, in a process that ends without the interpreter's last garbage collection
     (attnmt.runtime.process)."""
