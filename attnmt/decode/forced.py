@@ -58,17 +58,21 @@ def force(model: TranslationModel, batch: Batch, heads: bool = False,
 
 def forced_batches(model: TranslationModel, src_ids: Sequence[Sequence[int]], tgt_ids: Sequence[Sequence[int]],
                    device: torch.device, batch_tokens: int = 4000, with_eos: bool = False,
-                   heads: bool = False, full_context: bool = False, logits: bool = True) -> Iterator[Forced]:
+                   heads: bool = False, full_context: bool = False, logits: bool = True,
+                   in_order: bool = False) -> Iterator[Forced]:
     """Run the model with teacher forcing over id pairs, in eval mode and without gradients.
 
     Every source must be non-empty. ``with_eos`` feeds ``<s> y </s>``, one more input than the
     target has, so that the attention has a row after the last word (the shift alignment method).
-    ``heads``, ``full_context`` and ``logits`` as in :func:`force`.
+    ``heads``, ``full_context`` and ``logits`` as in :func:`force`. The pairs run in batches of about
+    ``batch_tokens`` grouped by length, or, ``in_order``, as one batch in the order given (for a setting of
+    one per row, such as a pin per sentence: :class:`attnmt.decode.pinning.pinned`).
     """
     targets = [list(t) + [EOS_ID] if with_eos else list(t) for t in tgt_ids]
+    batches = [list(range(len(targets)))] if in_order and targets else token_batches(
+        [len(s) for s in src_ids], [len(t) for t in targets], batch_tokens, shuffle=False, seed=0, epoch=0)
     with eval_mode(model), torch.inference_mode():
-        for index in token_batches([len(s) for s in src_ids], [len(t) for t in targets], batch_tokens,
-                                   shuffle=False, seed=0, epoch=0):
+        for index in batches:
             batch = collate([(src_ids[k], targets[k]) for k in index], index).to(device)
             scores, attention = force(model, batch, heads, full_context, logits)
             yield Forced(list(index), batch, scores, attention)

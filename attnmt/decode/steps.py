@@ -30,7 +30,7 @@ from attnmt.data.pretokenize import segmented_sides
 from attnmt.decode.beam_tree import BeamTree
 from attnmt.decode.constraints import check_prefix
 from attnmt.decode.evaluate import bleu_tokenize_for, sentence_scores
-from attnmt.decode.forced import Forced, eval_mode, force, forced_batches
+from attnmt.decode.forced import eval_mode, force, forced_batches
 from attnmt.decode.inputs import InputRefused, SentenceTooLong, gated_tokens
 from attnmt.decode.neighbours import nearest
 from attnmt.decode.pinning import can_pin, check_pin, pinned
@@ -290,12 +290,8 @@ def _forced_attention(translator, src_ids: list[int], outputs: list[list[int]],
     outputs are one batch in the order given (what :class:`pinned` with a pin per output needs), not batches
     grouped by length."""
     result: list[np.ndarray | None] = [None] * len(outputs)
-    if in_order:
-        batch = collate([(src_ids, out) for out in outputs], list(range(len(outputs)))).to(translator.device)
-        passes = [Forced(list(range(len(outputs))), batch, None, force(translator.model, batch)[1])]
-    else:
-        passes = forced_batches(translator.model, [src_ids] * len(outputs), outputs, translator.device)
-    for forced in passes:
+    for forced in forced_batches(translator.model, [src_ids] * len(outputs), outputs, translator.device,
+                                 in_order=in_order):
         if forced.attention is None:
             continue
         weights = forced.attention.float().cpu().numpy()
